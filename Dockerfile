@@ -1,0 +1,24 @@
+# syntax=docker/dockerfile:1
+# Multi-stage build of a static ontap-csi. The image carries only the binary:
+# host tools (mount, mkfs, iscsiadm, multipath, ...) are reached through
+# --host-root, so they always match the host's kernel and configuration.
+FROM golang:1.26-bookworm AS build
+ARG VERSION=dev
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY cmd/ cmd/
+COPY server/ server/
+COPY registration/ registration/
+COPY node/ node/
+COPY controller/ controller/
+COPY backends/ backends/
+RUN CGO_ENABLED=0 go build -trimpath \
+      -ldflags "-s -w -X github.com/ontap-csi/ontap-csi/server.Version=${VERSION}" \
+      -o /out/ontap-csi ./cmd/ontap-csi \
+ && ln -s ontap-csi /out/trident_orchestrator
+
+FROM scratch
+COPY --from=build /out/ /
+# Trident's DaemonSet and Deployment run /trident_orchestrator.
+ENTRYPOINT ["/ontap-csi"]

@@ -1,0 +1,40 @@
+# ontap-csi — see README.md. `make test` is what CI runs (.ci/run).
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/ontap-csi/ontap-csi/server.Version=$(VERSION)
+BIN := bin/ontap-csi
+IMAGE ?= ontap-csi:$(VERSION)
+
+.PHONY: all build test unit lint bench demo image clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ontap-csi
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# The whole suite. Tests need root (loop devices, mounts, network namespaces).
+test: lint unit
+
+unit:
+	$(GO) test -count=1 ./...
+
+bench:
+	@echo "benchmarks are added by the issues that measure them; see docs/benchmarks.md"
+
+demo: build
+	@test/demo/run.sh $(BIN)
+
+image:
+	@if command -v docker >/dev/null && docker info >/dev/null 2>&1; then \
+		docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) . ; \
+	else \
+		echo "no container engine is running here; the Dockerfile is linted by the tests instead"; exit 1; \
+	fi
+
+clean:
+	rm -rf bin

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/server"
+)
+
+// Roles, with Trident's value names.
+const (
+	roleNode       = "node"
+	roleController = "controller"
+	roleAllInOne   = "allInOne"
+)
+
+// options holds every setting of the serving binary. Trident's flag names use
+// underscores and are kept verbatim; ontap-csi's own flags use dashes.
+type options struct {
+	// Trident's flags that ontap-csi implements.
+	csiEndpoint string
+	csiNodeName string
+	csiRole     string
+	logFormat   string
+	logLevel    string
+	debug       bool
+	metrics     bool   // --metrics: serve metrics on metrics_address:metrics_port, as Trident does
+	metricsHost string // --metrics_address
+	metricsPort string // --metrics_port
+
+	// ontap-csi's own flags.
+	driverName           string
+	kubeletDir           string
+	metricsAddress       string
+	nodeTopology         string
+	hostRoot             string
+	registrationDir      string
+	handoverGrace        time.Duration
+	deregisterOnShutdown string
+	drainTimeout         time.Duration
+
+	// Derived by validate.
+	endpointPath string
+	topology     map[string]string
+
+	ignored *ignoredFlags
+}
+
+// tridentIgnored lists the flags of Trident's trident_orchestrator (20.10 and
+// 26.06) that ontap-csi accepts so that Trident's DaemonSet and Deployment
+// start it unchanged, but does not implement. Bool flags must be declared as
+// such so that a bare "--k8s_pod" parses as Trident's does.
+var tridentIgnored = map[string]bool{ // name -> is a bool flag
+	"k8s_api_server": false, "k8s_config_path": false, "k8s_pod": true,
+	"k8s_api_qps": false, "k8s_api_burst": false,
+	"volume_driver": false, "driver_port": false, "config": false, "docker_plugin_mode": true,
+	"csi_unsafe_detach": true, "node_prep": true,
+	"no_persistence": true, "passthrough": true, "crd_persistence": true,
+	"address": false, "port": false, "rest": true, "http_request_timeout": false,
+	"https_address": false, "https_port": false, "https_rest": true,
+	"https_ca_cert": false, "https_server_key": false, "https_server_cert": false,
+	"https_client_key": false, "https_client_cert": false, "aes_key": false,
+	"https_metrics_address": false, "https_metrics_port": false, "https_metrics": true,
+	"disable_audit_log": true, "log_workflows": false, "log_layers": false,
+	"enable_acp": true, "acp_address": false,
+	"iscsi_self_healing_interval": false, "iscsi_self_healing_wait_time": false,
+	"nvme_self_healing_interval": false, "enable_concurrency": true, "enable_force_detach": true,
+	"backend_storage_poll_interval": false, "autogrow_period": false, "tagri_timeout": false,
+}
+
+// ignoredFlags records which of the ignored Trident flags were given.
+type ignoredFlags struct{ set map[string]string }
+
+type ignoredFlag struct {
+	name   string
+	isBool bool
+	into   *ignoredFlags
+}
+
+func (f *ignoredFlag) String() string   { return "" }
+func (f *ignoredFlag) IsBoolFlag() bool { return f.isBool }
+func (f *ignoredFlag) Set(v string) error {
+	if f.isBool {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("not a boolean: %q", v)
+		}
+	}
+	f.into.set[f.name] = v
+	return nil
+}
+
+// Given returns the ignored flags that were set, as "--name=value", sorted.
+func (i *ignoredFlags) Given() []string {
+	out := make([]string, 0, len(i.set))
+	for name, v := range i.set {
+		out = append(out, "--"+name+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// usageError is a bad command line: exit code 2 and one line.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("ontap-csi", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+
+	fs.StringVar(&o.csiEndpoint, "csi_endpoint", "", "CSI endpoint, unix://plugin/csi.sock (Trident's form, meaning /plugin/csi.sock) or unix:///abs/path.sock")
+	fs.StringVar(&o.csiNodeName, "csi_node_name", "", "Kubernetes node name; the CSI node id (required in node and allInOne roles)")
+	fs.StringVar(&o.csiRole, "csi_role", "", "role: node, controller or allInOne")
+	fs.StringVar(&o.logFormat, "log_format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log_level", "info", "log level: trace, debug, info, warn, error")
+	fs.BoolVar(&o.debug, "debug", false, "debug logging (same as --log_level=debug)")
+	fs.BoolVar(&o.metrics, "metrics", false, "serve metrics on --metrics_address:--metrics_port (Trident's flags; --metrics-address wins)")
+	fs.StringVar(&o.metricsHost, "metrics_address", "", "Trident's metrics address, used with --metrics")
+	fs.StringVar(&o.metricsPort, "metrics_port", "8001", "Trident's metrics port, used with --metrics")
+
+	fs.StringVar(&o.driverName, "driver-name", "csi.trident.netapp.io", "CSI driver name")
+	fs.StringVar(&o.kubeletDir, "kubelet-dir", envOr("KUBELET_DIR", "/var/lib/kubelet"), "kubelet root directory on the host (default from $KUBELET_DIR, else /var/lib/kubelet)")
+	fs.StringVar(&o.metricsAddress, "metrics-address", "", "host:port for /healthz, /readyz and /metrics (empty: off unless --metrics)")
+	fs.StringVar(&o.nodeTopology, "node-topology", "", "topology segments reported by NodeGetInfo, key=value[,key=value...]")
+	fs.StringVar(&o.hostRoot, "host-root", "", "where the host's root filesystem is mounted in the container (Trident mounts it at /host)")
+	fs.StringVar(&o.registrationDir, "registration-dir", "", "kubelet plugin registration directory as seen by this process (default <kubelet-dir>/plugins_registry, else <host-root>/<kubelet-dir>/plugins_registry)")
+	fs.DurationVar(&o.handoverGrace, "handover-grace", 20*time.Second, "on SIGTERM, keep serving this long for a successor to take over (keep it below terminationGracePeriodSeconds)")
+	fs.StringVar(&o.deregisterOnShutdown, "deregister-on-shutdown", "never", "never: only `ontap-csi deregister` deregisters; always: unlink the registration socket on SIGTERM like node-driver-registrar")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on shutdown, how long calls in flight may take to finish")
+
+	o.ignored = &ignoredFlags{set: map[string]string{}}
+	for name, isBool := range tridentIgnored {
+		fs.Var(&ignoredFlag{name: name, isBool: isBool, into: o.ignored}, name, "accepted for Trident compatibility; ignored")
+	}
+	return fs
+}
+
+// parseOptions parses and validates the serving command line. A returned
+// usageError is one line meant for the user.
+func parseOptions(args []string) (*options, *flag.FlagSet, error) {
+	o := &options{}
+	fs := newFlagSet(o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, fs, err
+		}
+		return nil, fs, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return o, fs, o.validate()
+}
+
+func (o *options) validate() error {
+	switch o.csiRole {
+	case roleNode, roleController, roleAllInOne:
+	case "":
+		return usagef("--csi_role is required (node, controller or allInOne)")
+	default:
+		return usagef("--csi_role %q is not one of node, controller, allInOne", o.csiRole)
+	}
+	if o.csiEndpoint == "" {
+		return usagef("--csi_endpoint is required, e.g. unix:///var/lib/kubelet/plugins/csi.trident.netapp.io/csi.sock")
+	}
+	p, err := server.ParseEndpoint(o.csiEndpoint)
+	if err != nil {
+		return usagef("--csi_endpoint: %v", err)
+	}
+	o.endpointPath = p
+	if o.csiRole != roleController && strings.TrimSpace(o.csiNodeName) == "" {
+		return usagef("--csi_node_name is required in the %s role (Trident's DaemonSet passes $(KUBE_NODE_NAME))", o.csiRole)
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return usagef("--log_format %q is not one of text, json", o.logFormat)
+	}
+	if _, err := logrus.ParseLevel(o.logLevel); err != nil {
+		return usagef("--log_level %q is not one of trace, debug, info, warn, error, fatal", o.logLevel)
+	}
+	if o.deregisterOnShutdown != "never" && o.deregisterOnShutdown != "always" {
+		return usagef("--deregister-on-shutdown %q is not one of never, always", o.deregisterOnShutdown)
+	}
+	if o.handoverGrace < 0 {
+		return usagef("--handover-grace %s must not be negative", o.handoverGrace)
+	}
+	if o.drainTimeout <= 0 {
+		return usagef("--drain-timeout %s must be positive", o.drainTimeout)
+	}
+	if o.driverName == "" {
+		return usagef("--driver-name must not be empty")
+	}
+	if !strings.HasPrefix(o.kubeletDir, "/") {
+		return usagef("--kubelet-dir %q must be an absolute path", o.kubeletDir)
+	}
+	if o.metricsAddress == "" && o.metrics {
+		o.metricsAddress = net.JoinHostPort(o.metricsHost, o.metricsPort)
+	}
+	if o.metricsAddress != "" {
+		if _, _, err := net.SplitHostPort(o.metricsAddress); err != nil {
+			return usagef("--metrics-address %q: %v", o.metricsAddress, err)
+		}
+	}
+	topo, err := parseTopology(o.nodeTopology)
+	if err != nil {
+		return usagef("--node-topology: %v", err)
+	}
+	o.topology = topo
+	return nil
+}
+
+func parseTopology(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("%q is not key=value", kv)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("key %q given twice", k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "Usage: ontap-csi [flags]            serve CSI in the role given by --csi_role\n")
+	fmt.Fprintf(w, "       ontap-csi <subcommand> [...]  one of: %s\n\nFlags:\n", strings.Join(subcommandNames(), ", "))
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, ignored := tridentIgnored[f.Name]; ignored {
+			return
+		}
+		fmt.Fprintf(w, "  --%s\n    \t%s", f.Name, f.Usage)
+		if f.DefValue != "" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %q)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+	fmt.Fprintf(w, "\nTrident flags accepted and ignored: ")
+	names := make([]string, 0, len(tridentIgnored))
+	for n := range tridentIgnored {
+		names = append(names, "--"+n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, strings.Join(names, " "))
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc"
+
+	"github.com/ontap-csi/ontap-csi/controller"
+	"github.com/ontap-csi/ontap-csi/node"
+	"github.com/ontap-csi/ontap-csi/server"
+)
+
+// serveMain runs the binary without a subcommand: parse, then serve until
+// SIGTERM or SIGINT.
+func serveMain(args []string) int {
+	o, fs, err := parseOptions(args)
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(fs, os.Stdout)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ontap-csi: %v\n", err)
+		return 2
+	}
+	setupLogging(o.logFormat, o.logLevel, o.debug)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serve(ctx, o); err != nil {
+		logrus.Errorf("ontap-csi: %v", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, o *options) error {
+	log := logrus.WithFields(logrus.Fields{"role": o.csiRole, "node": o.csiNodeName})
+	log.WithFields(logrus.Fields{
+		"version": server.Version, "driver": o.driverName, "endpoint": o.endpointPath,
+	}).Info("ontap-csi starting")
+	if given := o.ignored.Given(); len(given) > 0 {
+		log.Infof("ignoring Trident flags that ontap-csi does not implement: %s", strings.Join(given, " "))
+	}
+
+	grpcServer := server.NewGRPCServer()
+	ready := func() bool { return true }
+	csi.RegisterIdentityServer(grpcServer, server.NewIdentity(o.driverName, server.Version, pluginCapabilities(o.csiRole), ready))
+	if o.csiRole != roleController {
+		csi.RegisterNodeServer(grpcServer, node.New(node.Config{NodeID: o.csiNodeName, Topology: o.topology}))
+	}
+	if o.csiRole != roleNode {
+		csi.RegisterControllerServer(grpcServer, controller.New())
+	}
+
+	if o.metricsAddress != "" {
+		h, err := server.ServeHealth(o.metricsAddress, ready)
+		if err != nil {
+			return err
+		}
+		log.WithField("address", h.Addr().String()).Info("serving /healthz, /readyz and /metrics")
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = h.Shutdown(sctx)
+		}()
+	}
+
+	sock, err := server.Listen(o.endpointPath)
+	if err != nil {
+		return fmt.Errorf("cannot serve CSI on --csi_endpoint %s: %w", o.csiEndpoint, err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- grpcServer.Serve(sock) }()
+	log.WithField("socket", o.endpointPath).Info("serving CSI")
+
+	select {
+	case <-ctx.Done():
+		log.Info("signal received, shutting down")
+	case err := <-served:
+		return fmt.Errorf("CSI server stopped: %w", err)
+	}
+	drain(grpcServer, o.drainTimeout)
+	if err := sock.Remove(); err != nil {
+		log.WithError(err).Warn("could not remove CSI socket")
+	}
+	log.Info("ontap-csi stopped")
+	return nil
+}
+
+// drain lets calls in flight finish, but not for longer than timeout: a
+// stuck call must not keep a terminating pod alive past its grace period.
+func drain(s *grpc.Server, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() { s.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		logrus.WithField("timeout", timeout).Warn("calls still in flight after the drain timeout; stopping anyway")
+		s.Stop()
+	}
+}
+
+func pluginCapabilities(role string) []*csi.PluginCapability {
+	caps := []*csi.PluginCapability{
+		server.ServiceCapability(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS),
+	}
+	if role != roleNode {
+		caps = append(caps, server.ServiceCapability(csi.PluginCapability_Service_CONTROLLER_SERVICE))
+	}
+	return caps
+}

@@ -1,0 +1,113 @@
+package main
+
+// tridentContainers are the exact argument lists of Trident's trident-main
+// container (trident-compat.md §2.1–2.3, from cli/k8s_client/yaml_factory.go
+// with the operator's default values filled in). $(VAR) references are
+// expanded by the test like kubelet does.
+var tridentContainers = []struct {
+	name    string
+	role    string
+	args    []string
+	ignored []string // some flags the log must name as ignored
+}{
+	{
+		name: "20.10 node DaemonSet",
+		role: roleNode,
+		args: []string{
+			"--no_persistence",
+			"--rest=false",
+			"--csi_node_name=$(KUBE_NODE_NAME)",
+			"--csi_endpoint=$(CSI_ENDPOINT)",
+			"--csi_role=node",
+			"--log_format=text",
+			"--node_prep=true",
+		},
+		ignored: []string{"--no_persistence=true", "--rest=false", "--node_prep=true"},
+	},
+	{
+		name: "20.10 node DaemonSet with debug",
+		role: roleNode,
+		args: []string{
+			"--no_persistence",
+			"--rest=false",
+			"--csi_node_name=$(KUBE_NODE_NAME)",
+			"--csi_endpoint=$(CSI_ENDPOINT)",
+			"--csi_role=node",
+			"--log_format=json",
+			"--node_prep=false",
+			"-debug",
+		},
+		ignored: []string{"--node_prep=false"},
+	},
+	{
+		name: "20.10 controller Deployment",
+		role: roleController,
+		args: []string{
+			"--crd_persistence",
+			"--k8s_pod",
+			"--https_rest",
+			"--https_port=8443",
+			"--csi_node_name=$(KUBE_NODE_NAME)",
+			"--csi_endpoint=$(CSI_ENDPOINT)",
+			"--csi_role=controller",
+			"--log_format=text",
+			"--address=127.0.0.1",
+			"--metrics",
+		},
+		ignored: []string{"--crd_persistence=true", "--k8s_pod=true", "--https_port=8443", "--address=127.0.0.1"},
+	},
+	{
+		name: "26.06 node DaemonSet",
+		role: roleNode,
+		args: []string{
+			"--no_persistence",
+			"--k8s_pod",
+			"--rest=false",
+			"--csi_node_name=$(KUBE_NODE_NAME)",
+			"--csi_endpoint=$(CSI_ENDPOINT)",
+			"--csi_role=node",
+			"--log_format=text",
+			"--log_level=info",
+			"--log_workflows=",
+			"--log_layers=",
+			"--disable_audit_log=true",
+			"--http_request_timeout=1m30s",
+			"--https_rest",
+			"--https_port=17546",
+			"--enable_force_detach=false",
+			"--iscsi_self_healing_interval=5m0s",
+			"--iscsi_self_healing_wait_time=7m0s",
+			"-debug",
+			"--k8s_api_qps=100.0",
+			"--k8s_api_burst=200",
+		},
+		ignored: []string{"--iscsi_self_healing_interval=5m0s", "--k8s_api_qps=100.0", "--https_port=17546"},
+	},
+	{
+		name: "26.06 controller Deployment",
+		role: roleController,
+		args: []string{
+			"--crd_persistence",
+			"--k8s_pod",
+			"--https_rest",
+			"--https_port=8443",
+			"--csi_node_name=$(KUBE_NODE_NAME)",
+			"--csi_endpoint=$(CSI_ENDPOINT)",
+			"--csi_role=controller",
+			"--log_format=text",
+			"--log_level=info",
+			"--log_workflows=",
+			"--log_layers=",
+			"--disable_audit_log=true",
+			"--address=127.0.0.1",
+			"--http_request_timeout=1m30s",
+			"--enable_force_detach=false",
+			"--enable_concurrency=false",
+			"--metrics",
+			"-debug",
+			"--k8s_api_qps=100.0",
+			"--k8s_api_burst=200",
+		},
+		ignored: []string{"--enable_concurrency=false", "--disable_audit_log=true", "--log_workflows="},
+	},
+}
