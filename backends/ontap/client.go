@@ -1,0 +1,758 @@
+// Package ontap is a small typed client for the ONTAP REST API (ONTAP 9.8+,
+// /api) covering exactly what the ontap-nas and ontap-san drivers need, plus
+// the parser for Trident's backend configuration.
+//
+// Every call takes a context, which bounds it as a whole (retries and job
+// waits included); each HTTP request is also bounded by
+// ClientConfig.RequestTimeout. Failures are *Error values classified once
+// (see Class); test them with errors.Is(err, ErrNotFound) or IsNotFound(err).
+package ontap
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Defaults of ClientConfig.
+const (
+	DefaultMaxConcurrentRequests = 20 // Trident's ONTAPRequestLimit
+	DefaultReturnTimeout         = 30 * time.Second
+	DefaultRequestTimeout        = DefaultReturnTimeout + 30*time.Second
+	DefaultMaxAttempts           = 8
+	DefaultRetryBaseDelay        = 100 * time.Millisecond
+	DefaultRetryMaxDelay         = 5 * time.Second
+	DefaultMaxRetryAfter         = 30 * time.Second
+	DefaultJobPollInitial        = 50 * time.Millisecond
+	DefaultJobPollMax            = time.Second
+
+	maxReturnTimeout = 120 * time.Second // ONTAP accepts 0..120 s
+	maxResponseBytes = 64 << 20
+	maxPages         = 10000
+)
+
+// ClientConfig configures a Client. Zero values take the defaults above.
+// String, GoString and LogValue redact the secrets.
+type ClientConfig struct {
+	// ManagementLIF is the cluster or SVM management address: "host",
+	// "host:port", "[v6addr]" or "[v6addr]:port" (a bare IPv6 address is
+	// accepted too).
+	ManagementLIF string
+	// SVM is the name of the SVM every call works in.
+	SVM string
+
+	// Basic authentication, used unless a client certificate is given.
+	Username string
+	Password string
+	// ClientCertificate and ClientPrivateKey are PEM; when set, the client
+	// authenticates with mutual TLS and sends no Authorization header.
+	ClientCertificate []byte
+	ClientPrivateKey  []byte
+	// TrustedCACertificate is PEM. When empty the system roots verify the
+	// server, unless InsecureSkipTLSVerify is set.
+	TrustedCACertificate  []byte
+	InsecureSkipTLSVerify bool
+	// Scheme is "https" (default) or "http". Plain HTTP exists only for
+	// tests against the simulator; it would send credentials in the clear.
+	Scheme string
+
+	// MaxConcurrentRequests caps in-flight requests per management LIF. The
+	// cap is shared by every Client of the process that talks to the same
+	// LIF; the first Client created for a LIF sets its size.
+	MaxConcurrentRequests int
+	// RequestTimeout bounds one HTTP request; it must exceed ReturnTimeout.
+	RequestTimeout time.Duration
+	// ReturnTimeout is sent as return_timeout on every mutating call, so a
+	// job that finishes within it costs a single round trip (max 120 s).
+	ReturnTimeout time.Duration
+	// MaxAttempts bounds the attempts of one request on 429, 503 and
+	// connection failures.
+	MaxAttempts    int
+	RetryBaseDelay time.Duration
+	RetryMaxDelay  time.Duration
+	// MaxRetryAfter caps how long a Retry-After header may make us wait.
+	MaxRetryAfter time.Duration
+	// JobPollInitial and JobPollMax shape the doubling backoff used to poll a
+	// job that did not finish within ReturnTimeout.
+	JobPollInitial time.Duration
+	JobPollMax     time.Duration
+}
+
+func (c ClientConfig) String() string {
+	return fmt.Sprintf("ontap.ClientConfig{ManagementLIF:%q SVM:%q Username:%q Password:%s ClientCertificate:%s "+
+		"ClientPrivateKey:%s TrustedCACertificate:%s InsecureSkipTLSVerify:%t Scheme:%q}",
+		c.ManagementLIF, c.SVM, c.Username, redacted(c.Password != ""), present(len(c.ClientCertificate) > 0),
+		redacted(len(c.ClientPrivateKey) > 0), present(len(c.TrustedCACertificate) > 0),
+		c.InsecureSkipTLSVerify, c.Scheme)
+}
+
+func (c ClientConfig) GoString() string     { return c.String() }
+func (c ClientConfig) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+func redacted(set bool) string {
+	if set {
+		return "<redacted>"
+	}
+	return `""`
+}
+
+func present(set bool) string {
+	if set {
+		return "<set>"
+	}
+	return `""`
+}
+
+func (c *ClientConfig) setDefaults() {
+	if c.Scheme == "" {
+		c.Scheme = "https"
+	}
+	if c.MaxConcurrentRequests <= 0 {
+		c.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+	}
+	if c.ReturnTimeout <= 0 {
+		c.ReturnTimeout = DefaultReturnTimeout
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = c.ReturnTimeout + 30*time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.RetryBaseDelay <= 0 {
+		c.RetryBaseDelay = DefaultRetryBaseDelay
+	}
+	if c.RetryMaxDelay <= 0 {
+		c.RetryMaxDelay = DefaultRetryMaxDelay
+	}
+	if c.MaxRetryAfter <= 0 {
+		c.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if c.JobPollInitial <= 0 {
+		c.JobPollInitial = DefaultJobPollInitial
+	}
+	if c.JobPollMax <= 0 {
+		c.JobPollMax = DefaultJobPollMax
+	}
+}
+
+// Client talks to one SVM through one management LIF. It is safe for
+// concurrent use.
+type Client struct {
+	cfg     ClientConfig
+	baseURL url.URL // scheme://host:port/api
+	http    *http.Client
+	sem     chan struct{}
+
+	svmMu   sync.Mutex
+	svmUUID string
+
+	// sleep is time.Sleep bounded by a context; tests replace it to observe
+	// the waits without timing anything.
+	sleep func(context.Context, time.Duration) error
+}
+
+// NewClient validates cfg and builds a Client. It does not contact ONTAP.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	cfg.setDefaults()
+	hostPort, err := normalizeManagementLIF(cfg.ManagementLIF)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.SVM == "" {
+		return nil, errors.New("ontap: SVM name is required")
+	}
+	if cfg.Scheme != "https" && cfg.Scheme != "http" {
+		return nil, fmt.Errorf("ontap: scheme %q is neither https nor http", cfg.Scheme)
+	}
+	if cfg.ReturnTimeout > maxReturnTimeout {
+		return nil, fmt.Errorf("ontap: return timeout %s exceeds ONTAP's maximum of %s", cfg.ReturnTimeout, maxReturnTimeout)
+	}
+	if cfg.RequestTimeout <= cfg.ReturnTimeout {
+		return nil, fmt.Errorf("ontap: request timeout %s must exceed the return timeout %s", cfg.RequestTimeout, cfg.ReturnTimeout)
+	}
+	hasCert := len(cfg.ClientCertificate) > 0 || len(cfg.ClientPrivateKey) > 0
+	if !hasCert && (cfg.Username == "" || cfg.Password == "") {
+		return nil, errors.New("ontap: either username and password or a client certificate and key are required")
+	}
+
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.InsecureSkipTLSVerify} //nolint:gosec // explicit opt-in
+	if len(cfg.TrustedCACertificate) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(cfg.TrustedCACertificate) {
+			return nil, errors.New("ontap: trusted CA certificate holds no PEM certificate")
+		}
+		tlsConfig.RootCAs = pool
+	}
+	if hasCert {
+		pair, err := tls.X509KeyPair(cfg.ClientCertificate, cfg.ClientPrivateKey)
+		if err != nil {
+			// The tls error text names no key material.
+			return nil, fmt.Errorf("ontap: client certificate and key: %w", err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{pair}
+	}
+
+	transport := &http.Transport{
+		// No proxy: management LIFs sit on internal networks, and an
+		// HTTP(S)_PROXY set for image pulls must not see ONTAP credentials.
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     tlsConfig,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost: cfg.MaxConcurrentRequests,
+		// ONTAP closes idle keep-alive connections after 5 s; dropping ours
+		// first avoids most reuse races that end in EOF.
+		IdleConnTimeout:       4 * time.Second,
+		ResponseHeaderTimeout: cfg.RequestTimeout,
+		ForceAttemptHTTP2:     false,
+	}
+	c := &Client{
+		cfg:     cfg,
+		baseURL: url.URL{Scheme: cfg.Scheme, Host: hostPort, Path: "/api"},
+		http:    &http.Client{Transport: transport, Timeout: cfg.RequestTimeout},
+		sem:     lifSemaphore(cfg.Scheme+"://"+hostPort, cfg.MaxConcurrentRequests),
+		sleep:   sleepCtx,
+	}
+	return c, nil
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// SVMName returns the configured SVM name.
+func (c *Client) SVMName() string { return c.cfg.SVM }
+
+var lifSemaphores sync.Map // "scheme://host:port" -> chan struct{}
+
+func lifSemaphore(key string, size int) chan struct{} {
+	s, _ := lifSemaphores.LoadOrStore(key, make(chan struct{}, size))
+	return s.(chan struct{})
+}
+
+// normalizeManagementLIF turns a managementLIF value into host:port.
+func normalizeManagementLIF(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", errors.New("ontap: management LIF is required")
+	}
+	if strings.ContainsAny(s, "/?#@ ") {
+		return "", fmt.Errorf("ontap: management LIF %q must be a host or host:port, not a URL", s)
+	}
+	host, port := s, "443"
+	switch {
+	case strings.HasPrefix(s, "["):
+		end := strings.Index(s, "]")
+		if end < 0 {
+			return "", fmt.Errorf("ontap: management LIF %q has an unterminated [", s)
+		}
+		host = s[1:end]
+		rest := s[end+1:]
+		if rest != "" {
+			if !strings.HasPrefix(rest, ":") {
+				return "", fmt.Errorf("ontap: management LIF %q has junk after ]", s)
+			}
+			port = rest[1:]
+		}
+		if ip := net.ParseIP(host); ip == nil || ip.To4() != nil {
+			return "", fmt.Errorf("ontap: management LIF %q: %q in brackets is not an IPv6 address", s, host)
+		}
+	case strings.Count(s, ":") > 1:
+		if net.ParseIP(s) == nil {
+			return "", fmt.Errorf("ontap: management LIF %q is not a valid address (put IPv6 addresses in brackets)", s)
+		}
+		host = s
+	case strings.Contains(s, ":"):
+		host, port, _ = strings.Cut(s, ":")
+	}
+	if host == "" {
+		return "", fmt.Errorf("ontap: management LIF %q has no host", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("ontap: management LIF %q has an invalid port %q", s, port)
+	}
+	if net.ParseIP(host) == nil && !validHostname(host) {
+		return "", fmt.Errorf("ontap: management LIF %q: %q is neither an IP address nor a host name", s, host)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func validHostname(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// validPathSegment reports whether s (a UUID, numeric id or name that came
+// from ONTAP) can be put into a URL path as one segment.
+func validPathSegment(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/?#%\\") && len(s) <= 1024
+}
+
+type requestIDKey struct{}
+
+// WithRequestID returns a context whose ONTAP requests log id as their
+// request id, so that ONTAP calls can be matched with the CSI call that made
+// them. Without it each call logs an id of its own.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+func requestID(ctx context.Context) string {
+	if id, ok := ctx.Value(requestIDKey{}).(string); ok && id != "" {
+		return id
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// call is one logical ONTAP request.
+type call struct {
+	method   string
+	endpoint string // path template for logs and metrics, e.g. "/storage/volumes/{uuid}"
+	path     string // path below /api, segments already escaped
+	query    url.Values
+	body     any
+}
+
+func (r *call) label() string { return r.method + " " + r.endpoint }
+
+// result is a successful response.
+type result struct {
+	status int
+	body   []byte
+	// ambiguous is set when an earlier attempt of this call may have reached
+	// ONTAP and taken effect although we never saw its response (connection
+	// dropped after the request was written, or timed out). Create and delete
+	// methods use it to tell "our own earlier attempt did it" from a real
+	// conflict.
+	ambiguous bool
+}
+
+// do sends a call, retrying on 429 (honouring Retry-After), 503 and
+// connection failures. Every method is retried, POST included: each POST
+// this client sends creates an object under a key ONTAP keeps unique (a
+// name, path, or rule value), so a resend after an ambiguous failure can at
+// worst fail with AlreadyExists, and the create methods resolve that by
+// looking the object up (see result.ambiguous).
+func (c *Client) do(ctx context.Context, r *call) (*result, error) {
+	var body []byte
+	if r.body != nil {
+		var err error
+		if body, err = json.Marshal(r.body); err != nil {
+			return nil, &Error{Class: ClassInvalid, Endpoint: r.label(), Message: "encoding request: " + err.Error()}
+		}
+	}
+	reqID := requestID(ctx)
+	ambiguous := false
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		res, retryAfter, wrote, err := c.attempt(ctx, r, body, reqID, attempt)
+		if err == nil {
+			res.ambiguous = ambiguous
+			return res, nil
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, c.ctxError(r.label(), ctxErr)
+		}
+		var reason string
+		var apiErr *Error
+		if errors.As(err, &apiErr) && apiErr.Err == nil {
+			// ONTAP answered. Only "overloaded" and "temporarily locked"
+			// answers are retried; they mean the request was not processed.
+			switch {
+			case apiErr.Status == http.StatusTooManyRequests:
+				reason = "429"
+			case apiErr.Status == http.StatusServiceUnavailable:
+				reason = "503"
+			case apiErr.Class == ClassThrottled:
+				reason = "locked"
+			default:
+				return nil, c.finalError(r, apiErr, ambiguous)
+			}
+		} else if isTLSFailure(err) {
+			// A certificate ONTAP or we reject will not get better.
+			return nil, c.finalError(r, &Error{Class: ClassAuth, Endpoint: r.label(),
+				Message: "TLS with ONTAP failed: " + err.Error(), Err: err}, ambiguous)
+		} else {
+			reason = "connection"
+			if wrote {
+				ambiguous = true
+			}
+		}
+		lastErr = err
+		if attempt >= c.cfg.MaxAttempts {
+			break
+		}
+		retriesTotal.WithLabelValues(r.label(), reason).Inc()
+		delay := backoff(c.cfg.RetryBaseDelay, c.cfg.RetryMaxDelay, attempt)
+		if retryAfter > 0 {
+			delay = min(retryAfter, c.cfg.MaxRetryAfter)
+		}
+		if err := c.sleep(ctx, delay); err != nil {
+			return nil, c.ctxError(r.label(), err)
+		}
+	}
+	var apiErr *Error
+	if !errors.As(lastErr, &apiErr) {
+		apiErr = &Error{Class: ClassThrottled, Endpoint: r.label(), Err: lastErr}
+	}
+	return nil, c.finalError(r, apiErr, ambiguous)
+}
+
+func (c *Client) finalError(r *call, e *Error, ambiguous bool) error {
+	errorsTotal.WithLabelValues(r.label(), e.Class.String()).Inc()
+	if ambiguous {
+		return &ambiguousError{e}
+	}
+	return e
+}
+
+// ambiguousError marks an error of a call whose earlier attempt may have
+// taken effect. It is unwrapped by the create/delete methods and never
+// escapes the package.
+type ambiguousError struct{ err *Error }
+
+func (e *ambiguousError) Error() string { return e.err.Error() }
+func (e *ambiguousError) Unwrap() error { return e.err }
+
+// wasAmbiguous reports whether err came from a call that may have taken
+// effect in an earlier attempt, and returns the plain *Error.
+func wasAmbiguous(err error) (bool, error) {
+	var a *ambiguousError
+	if errors.As(err, &a) {
+		return true, a.err
+	}
+	return false, err
+}
+
+func (c *Client) ctxError(endpoint string, err error) error {
+	return &Error{Class: ClassUnknown, Endpoint: endpoint, Message: err.Error(), Err: err}
+}
+
+// isTLSFailure reports a certificate or handshake rejection, as opposed to
+// a transient connection failure.
+func isTLSFailure(err error) bool {
+	var (
+		verifyErr    *tls.CertificateVerificationError
+		unknownCA    x509.UnknownAuthorityError
+		hostnameErr  x509.HostnameError
+		invalidErr   x509.CertificateInvalidError
+		alertErr     tls.AlertError
+		recordHdrErr tls.RecordHeaderError
+	)
+	return errors.As(err, &verifyErr) || errors.As(err, &unknownCA) || errors.As(err, &hostnameErr) ||
+		errors.As(err, &invalidErr) || errors.As(err, &alertErr) || errors.As(err, &recordHdrErr)
+}
+
+// backoff returns base·2^(attempt-1) with ±10 % jitter, at most limit.
+func backoff(base, limit time.Duration, attempt int) time.Duration {
+	d := base
+	for i := 1; i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	if n, err := rand.Int(rand.Reader, big.NewInt(int64(d)/5+1)); err == nil {
+		d = d - d/10 + time.Duration(n.Int64())
+	}
+	return min(d, limit)
+}
+
+// attempt performs one HTTP request while holding a slot of the LIF's
+// concurrency cap. On failure it returns an *Error for an ONTAP answer, or
+// the transport error; wrote tells whether the request was fully sent.
+func (c *Client) attempt(ctx context.Context, r *call, body []byte, reqID string, n int) (*result, time.Duration, bool, error) {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, 0, false, ctx.Err()
+	}
+	defer func() { <-c.sem }()
+
+	u := c.baseURL
+	u.Path += r.path
+	q := r.query
+	if r.method != http.MethodGet {
+		q = cloneValues(q)
+		q.Set("return_timeout", strconv.Itoa(int(c.cfg.ReturnTimeout/time.Second)))
+	}
+	u.RawQuery = q.Encode()
+
+	var reqBody io.Reader
+	if body != nil {
+		reqBody = bytes.NewReader(body)
+	}
+	// sent records whether the whole request went out; the transport reports
+	// it from its own goroutine.
+	var sentMu sync.Mutex
+	sent := false
+	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		sentMu.Lock()
+		sent = sent || i.Err == nil
+		sentMu.Unlock()
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), r.method, u.String(), reqBody)
+	if err != nil {
+		return nil, 0, false, &Error{Class: ClassInvalid, Endpoint: r.label(), Message: "building request: " + err.Error()}
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("User-Agent", "ontap-csi")
+	if len(c.cfg.ClientCertificate) == 0 {
+		req.SetBasicAuth(c.cfg.Username, c.cfg.Password)
+	}
+
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	elapsed := time.Since(start)
+	requestDuration.WithLabelValues(r.label()).Observe(elapsed.Seconds())
+	fields := logrus.Fields{"method": r.method, "endpoint": r.endpoint, "duration": elapsed, "requestID": reqID, "attempt": n}
+	if err != nil {
+		sentMu.Lock()
+		w := sent
+		sentMu.Unlock()
+		logrus.WithFields(fields).WithField("error", scrubURLError(err)).Debug("ONTAP request failed")
+		return nil, 0, w, scrubURLError(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	fields["status"] = resp.StatusCode
+	if err == nil && len(data) > maxResponseBytes {
+		err = fmt.Errorf("response larger than %d bytes", maxResponseBytes)
+	}
+	if err != nil {
+		logrus.WithFields(fields).WithField("error", err).Debug("ONTAP request failed reading the response")
+		return nil, 0, true, err
+	}
+	logrus.WithFields(fields).Debug("ONTAP request")
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return &result{status: resp.StatusCode, body: data}, 0, true, nil
+	}
+	apiErr := decodeError(r.method, r.label(), resp.StatusCode, data)
+	var retryAfter time.Duration
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return nil, retryAfter, true, apiErr
+}
+
+// scrubURLError drops the URL from a *url.Error: it may carry names, and the
+// error text is for the operator, who knows which endpoint failed anyway.
+func scrubURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date; 0 if absent or bad.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(v); err == nil {
+		if secs < 0 {
+			return 0
+		}
+		return time.Duration(min(secs, 3600)) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return min(d, time.Hour)
+		}
+	}
+	return 0
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := make(url.Values, len(v)+1)
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+// get decodes a GET response into out.
+func (c *Client) get(ctx context.Context, endpoint, path string, query url.Values, out any) error {
+	r := &call{method: http.MethodGet, endpoint: endpoint, path: path, query: query}
+	res, err := c.do(ctx, r)
+	if err != nil {
+		_, err = wasAmbiguous(err) // GETs change nothing
+		return err
+	}
+	return decodeInto(r.label(), res.body, out)
+}
+
+func decodeInto(label string, body []byte, out any) error {
+	if out == nil || len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return &Error{Class: ClassUnknown, Endpoint: label, Message: "decoding response: " + err.Error()}
+	}
+	return nil
+}
+
+// collection is ONTAP's envelope of a collection GET (and of a create with
+// return_records=true).
+type collection[T any] struct {
+	Records    []T `json:"records"`
+	NumRecords int `json:"num_records"`
+	Links      struct {
+		Next *struct {
+			Href string `json:"href"`
+		} `json:"next"`
+	} `json:"_links"`
+}
+
+// list pages through a collection GET, following _links.next until it is
+// absent (ONTAP may send a final empty page).
+func list[T any](ctx context.Context, c *Client, endpoint, path string, query url.Values) ([]T, error) {
+	var all []T
+	for page := 0; ; page++ {
+		if page >= maxPages {
+			return nil, &Error{Class: ClassUnknown, Endpoint: "GET " + endpoint, Message: "too many pages"}
+		}
+		var coll collection[T]
+		if err := c.get(ctx, endpoint, path, query, &coll); err != nil {
+			return nil, err
+		}
+		all = append(all, coll.Records...)
+		if coll.Links.Next == nil || coll.Links.Next.Href == "" {
+			return all, nil
+		}
+		nextPath, nextQuery, err := c.nextPage(coll.Links.Next.Href)
+		if err != nil {
+			return nil, &Error{Class: ClassUnknown, Endpoint: "GET " + endpoint, Message: err.Error()}
+		}
+		path, query = nextPath, nextQuery
+	}
+}
+
+// nextPage turns a _links.next href into a path and query of our base. Only
+// the path and query are taken: a next link can never send us (and our
+// credentials) to another host.
+func (c *Client) nextPage(href string) (string, url.Values, error) {
+	u, err := url.Parse(href)
+	if err != nil {
+		return "", nil, fmt.Errorf("bad next link: %w", err)
+	}
+	p := u.EscapedPath()
+	if !strings.HasPrefix(p, "/api/") {
+		return "", nil, fmt.Errorf("next link %q is outside /api", href)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", nil, fmt.Errorf("bad next link query: %w", err)
+	}
+	return strings.TrimPrefix(p, "/api"), q, nil
+}
+
+// mutate sends a POST, PATCH or DELETE and, when ONTAP answers 202, waits for
+// the job. 200, 201 and 202 are all success. If out is non-nil the response
+// body (e.g. return_records) is decoded into it.
+func (c *Client) mutate(ctx context.Context, method, endpoint, path string, query url.Values, body, out any) error {
+	r := &call{method: method, endpoint: endpoint, path: path, query: query, body: body}
+	res, err := c.do(ctx, r)
+	if err != nil {
+		return err
+	}
+	if res.status != http.StatusAccepted {
+		return decodeInto(r.label(), res.body, out)
+	}
+	uuid, err := decodeJobRef(res.body)
+	if err != nil {
+		return c.keepAmbiguity(res, &Error{Class: ClassUnknown, Endpoint: r.label(), Status: res.status, Message: err.Error()})
+	}
+	if err := c.waitJob(ctx, method, endpoint, uuid); err != nil {
+		return c.keepAmbiguity(res, err)
+	}
+	// A 202 may carry records (return_records=true); they are optional.
+	_ = decodeInto(r.label(), res.body, out)
+	return nil
+}
+
+func (c *Client) keepAmbiguity(res *result, err error) error {
+	if !res.ambiguous {
+		return err
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return &ambiguousError{e}
+	}
+	return err
+}
+
+// svm returns the UUID of the configured SVM, looked up once.
+func (c *Client) svm(ctx context.Context) (string, error) {
+	c.svmMu.Lock()
+	defer c.svmMu.Unlock()
+	if c.svmUUID != "" {
+		return c.svmUUID, nil
+	}
+	recs, err := list[struct {
+		UUID string `json:"uuid"`
+		Name string `json:"name"`
+	}](ctx, c, "/svm/svms", "/svm/svms", url.Values{"name": {queryLiteral(c.cfg.SVM)}, "fields": {"uuid,name"}})
+	if err != nil {
+		return "", err
+	}
+	if len(recs) != 1 || !validPathSegment(recs[0].UUID) {
+		return "", &Error{Class: ClassNotFound, Endpoint: "GET /svm/svms",
+			Message: fmt.Sprintf("SVM %q not found (%d matching records)", c.cfg.SVM, len(recs))}
+	}
+	c.svmUUID = recs[0].UUID
+	return c.svmUUID, nil
+}
+
+// queryLiteral quotes a value for an ONTAP query filter when it contains
+// characters ONTAP would read as operators (* | ! < > ..), so that names
+// match literally.
+func queryLiteral(v string) string {
+	if strings.ContainsAny(v, "*|!<>{}\"") || strings.Contains(v, "..") {
+		return "{" + v + "}"
+	}
+	return v
+}
+
+// notFound builds the error of a "get by name" that matched no record.
+func notFound(endpoint, what, name string) error {
+	return &Error{Class: ClassNotFound, Endpoint: "GET " + endpoint, Message: fmt.Sprintf("%s %q not found", what, name)}
+}
+
+// Ptr returns a pointer to v, for the optional fields of modify requests.
+func Ptr[T any](v T) *T { return &v }

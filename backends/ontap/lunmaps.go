@@ -1,0 +1,142 @@
+package ontap
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// LUNMap maps a LUN to an igroup under a LUN ID.
+type LUNMap struct {
+	LUNUUID    string
+	LUNPath    string
+	IgroupUUID string
+	IgroupName string
+	LUNID      int // logical_unit_number
+}
+
+// LUNMapCreate describes a new map. LUNID nil lets ONTAP pick the lowest
+// free ID of the igroup.
+type LUNMapCreate struct {
+	LUNPath    string
+	IgroupName string
+	LUNID      *int
+}
+
+type lunMapWire struct {
+	LUN               nameRef `json:"lun"`
+	Igroup            nameRef `json:"igroup"`
+	LogicalUnitNumber *int    `json:"logical_unit_number"`
+}
+
+func (w *lunMapWire) lunMap() LUNMap {
+	m := LUNMap{LUNUUID: w.LUN.UUID, LUNPath: w.LUN.Name, IgroupUUID: w.Igroup.UUID, IgroupName: w.Igroup.Name}
+	if w.LogicalUnitNumber != nil {
+		m.LUNID = *w.LogicalUnitNumber
+	}
+	return m
+}
+
+const lunMapsEndpoint = "/protocols/san/lun-maps"
+
+// CreateLUNMap maps a LUN to an igroup and returns the map with its LUN ID.
+// ErrAlreadyExists if the LUN is already mapped to that igroup.
+func (c *Client) CreateLUNMap(ctx context.Context, m LUNMapCreate) (*LUNMap, error) {
+	svm, err := c.svm(ctx)
+	if err != nil {
+		return nil, err
+	}
+	body := map[string]any{"lun": nameRef{Name: m.LUNPath}, "igroup": nameRef{Name: m.IgroupName}, "svm": nameRef{UUID: svm}}
+	if m.LUNID != nil {
+		body["logical_unit_number"] = *m.LUNID
+	}
+	var out collection[lunMapWire]
+	err = c.mutate(ctx, http.MethodPost, lunMapsEndpoint, lunMapsEndpoint, url.Values{"return_records": {"true"}}, body, &out)
+	if err = c.resolveCreate(ctx, err, func(ctx context.Context) error {
+		_, err := c.getLUNMap(ctx, m.LUNPath, m.IgroupName)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if len(out.Records) == 1 {
+		if w := out.Records[0]; w.LogicalUnitNumber != nil && w.LUN.UUID != "" && w.Igroup.UUID != "" {
+			lm := w.lunMap()
+			return &lm, nil
+		}
+	}
+	return c.getLUNMap(ctx, m.LUNPath, m.IgroupName)
+}
+
+func (c *Client) getLUNMap(ctx context.Context, lunPath, igroupName string) (*LUNMap, error) {
+	maps, err := c.ListLUNMaps(ctx, lunPath, igroupName)
+	if err != nil {
+		return nil, err
+	}
+	if len(maps) == 0 {
+		return nil, notFound(lunMapsEndpoint, "LUN map", lunPath+" -> "+igroupName)
+	}
+	return &maps[0], nil
+}
+
+// ListLUNMaps lists the SVM's LUN maps, filtered by LUN path and/or igroup
+// name ("" matches any).
+func (c *Client) ListLUNMaps(ctx context.Context, lunPath, igroupName string) ([]LUNMap, error) {
+	svm, err := c.svm(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{"svm.uuid": {svm}, "fields": {"lun.uuid,lun.name,igroup.uuid,igroup.name,logical_unit_number"}}
+	if lunPath != "" {
+		q.Set("lun.name", queryLiteral(lunPath))
+	}
+	if igroupName != "" {
+		q.Set("igroup.name", queryLiteral(igroupName))
+	}
+	recs, err := list[lunMapWire](ctx, c, lunMapsEndpoint, lunMapsEndpoint, q)
+	if err != nil {
+		return nil, err
+	}
+	maps := make([]LUNMap, 0, len(recs))
+	for i := range recs {
+		maps = append(maps, recs[i].lunMap())
+	}
+	return maps, nil
+}
+
+func lunMapPath(lunUUID, igroupUUID, endpoint string) (string, error) {
+	p, err := instancePath(lunMapsEndpoint+"/", lunUUID, endpoint)
+	if err != nil {
+		return "", err
+	}
+	return instancePath(p+"/", igroupUUID, endpoint)
+}
+
+// DeleteLUNMap unmaps a LUN from an igroup. ErrNotFound if it is not mapped.
+func (c *Client) DeleteLUNMap(ctx context.Context, lunUUID, igroupUUID string) error {
+	const endpoint = lunMapsEndpoint + "/{lun.uuid}/{igroup.uuid}"
+	path, err := lunMapPath(lunUUID, igroupUUID, "DELETE "+endpoint)
+	if err != nil {
+		return err
+	}
+	return resolveDelete(c.mutate(ctx, http.MethodDelete, endpoint, path, nil, nil, nil))
+}
+
+// LUNMapReportingNodes returns the names of the nodes through which a
+// mapped LUN is reported (selective LUN map): the portals to use are the
+// iSCSI LIFs on these nodes.
+func (c *Client) LUNMapReportingNodes(ctx context.Context, lunUUID, igroupUUID string) ([]string, error) {
+	const endpoint = lunMapsEndpoint + "/{lun.uuid}/{igroup.uuid}/reporting-nodes"
+	path, err := lunMapPath(lunUUID, igroupUUID, "GET "+endpoint)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := list[nameRef](ctx, c, endpoint, path+"/reporting-nodes", url.Values{"fields": {"name"}})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(recs))
+	for _, r := range recs {
+		names = append(names, r.Name)
+	}
+	return names, nil
+}

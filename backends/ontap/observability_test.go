@@ -1,0 +1,84 @@
+package ontap
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+)
+
+// endpointLabel is "METHOD /template": no UUIDs, names or numbers.
+var endpointLabel = regexp.MustCompile(`^(GET|POST|PATCH|DELETE) (/[a-z_*-]+|/\{[a-z.]+\})+$`)
+
+func TestMetricsAndLogsUseTemplatesAndNoSecrets(t *testing.T) {
+	hook := logtest.NewGlobal()
+	level := logrus.GetLevel()
+	logrus.SetLevel(logrus.DebugLevel)
+	t.Cleanup(func() { logrus.SetLevel(level); logrus.StandardLogger().ReplaceHooks(logrus.LevelHooks{}) })
+
+	s, c := startSim(t, sim.Config{}, nil)
+	ctx := context.Background()
+	check(t, c.CreateVolume(ctx, VolumeCreate{Name: "m_vol", Aggregate: s.Info().Aggregates[0], Size: 1 << 30}))
+	v := must(c.GetVolume(ctx, "m_vol"))(t)
+	check(t, c.DeleteVolume(ctx, v.UUID, true))
+	if err := c.DeleteVolume(ctx, v.UUID, true); !IsNotFound(err) {
+		t.Fatal(err)
+	}
+	pol := must(c.CreateExportPolicy(ctx, "m_pol"))(t)
+	check(t, c.DeleteExportPolicy(ctx, pol.ID))
+
+	families, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "ontap_csi_ontap_") {
+			continue
+		}
+		seen[f.GetName()] = true
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "endpoint" && !endpointLabel.MatchString(l.GetValue()) {
+					t.Errorf("%s: endpoint label %q is not a template", f.GetName(), l.GetValue())
+				}
+				if l.GetName() == "class" && l.GetValue() == "not_found" {
+					seen["not_found class"] = true
+				}
+			}
+		}
+	}
+	for _, want := range []string{"ontap_csi_ontap_request_duration_seconds", "ontap_csi_ontap_request_errors_total", "not_found class"} {
+		if !seen[want] {
+			t.Errorf("no %s", want)
+		}
+	}
+
+	var requestLines int
+	for _, e := range hook.AllEntries() {
+		line, _ := e.String()
+		if strings.Contains(line, "secret") {
+			t.Errorf("log line shows the password: %s", line)
+		}
+		if e.Message == "ONTAP request" {
+			requestLines++
+			for _, k := range []string{"method", "endpoint", "status", "duration", "requestID"} {
+				if _, ok := e.Data[k]; !ok {
+					t.Errorf("request line lacks %s: %s", k, line)
+				}
+			}
+			if ep, _ := e.Data["endpoint"].(string); !strings.HasPrefix(ep, "/") || strings.Contains(ep, v.UUID) {
+				t.Errorf("endpoint field %q", ep)
+			}
+		}
+	}
+	if requestLines < 6 {
+		t.Errorf("%d request log lines, want one per request", requestLines)
+	}
+}
