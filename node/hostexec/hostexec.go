@@ -54,6 +54,20 @@ func ExitCode(err error) int {
 	return -1
 }
 
+type sensitiveKey struct{}
+
+// WithSensitiveArgs marks ctx so that Run never logs or returns the
+// arguments of the commands it runs with it: some tools take secrets only in
+// argv (iscsiadm -o update -n node.session.auth.password -v <secret>).
+func WithSensitiveArgs(ctx context.Context) context.Context {
+	return context.WithValue(ctx, sensitiveKey{}, true)
+}
+
+func sensitive(ctx context.Context) bool {
+	s, _ := ctx.Value(sensitiveKey{}).(bool)
+	return s
+}
+
 // Host runs tools on the host, chrooted into Root when it is set.
 type Host struct {
 	// Root is where the host's root filesystem is mounted ("" = run here).
@@ -92,14 +106,18 @@ func (h *Host) Run(ctx context.Context, name string, args ...string) ([]byte, er
 
 	start := time.Now()
 	err := cmd.Run()
+	shownArgs := args
+	if sensitive(ctx) {
+		shownArgs = []string{"<redacted>"}
+	}
 	log := logrus.WithContext(ctx).WithFields(logrus.Fields{
-		"tool": name, "args": args, "duration": time.Since(start).Round(time.Millisecond).String(),
+		"tool": name, "args": shownArgs, "duration": time.Since(start).Round(time.Millisecond).String(),
 	})
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ctx.Err() == nil {
 			log.WithField("status", ee.ExitCode()).Debug("host tool failed")
-			return stdout.Bytes(), &ExitError{Name: name, Args: args, Code: ee.ExitCode(), Stderr: stderr.String()}
+			return stdout.Bytes(), &ExitError{Name: name, Args: shownArgs, Code: ee.ExitCode(), Stderr: stderr.String()}
 		}
 		if ctx.Err() != nil {
 			return stdout.Bytes(), fmt.Errorf("%s: %w", name, ctx.Err())

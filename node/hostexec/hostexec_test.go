@@ -1,14 +1,18 @@
 package hostexec
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 func TestRunOnThisHost(t *testing.T) {
@@ -75,5 +79,37 @@ func TestRunChrootedIntoHostRoot(t *testing.T) {
 	}
 	if _, err := h.Run(context.Background(), "mkfs.nothing"); err == nil || !strings.Contains(err.Error(), "not found on the host") {
 		t.Fatalf("missing host tool: %v", err)
+	}
+}
+
+func TestSensitiveArgsNeverLogged(t *testing.T) {
+	var buf bytes.Buffer
+	logrus.SetOutput(&buf)
+	logrus.SetLevel(logrus.DebugLevel)
+	t.Cleanup(func() { logrus.SetOutput(os.Stderr); logrus.SetLevel(logrus.InfoLevel) })
+
+	h := &Host{}
+	ctx := WithSensitiveArgs(context.Background())
+	if _, err := h.Run(ctx, "true", "-v", "chap-secret-1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.Run(ctx, "sh", "-c", "exit 3", "chap-secret-2")
+	var ee *ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("err = %v", err)
+	}
+	if strings.Contains(fmt.Sprintf("%v %+v %#v", err, ee, ee), "chap-secret") {
+		t.Fatalf("error carries the secret: %#v", ee)
+	}
+	if strings.Contains(buf.String(), "chap-secret") {
+		t.Fatalf("log carries the secret:\n%s", buf.String())
+	}
+	// Without the marker the arguments are logged, which is what makes the
+	// marker necessary.
+	if _, err := h.Run(context.Background(), "true", "visible-arg"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "visible-arg") {
+		t.Fatalf("debug log should show ordinary arguments:\n%s", buf.String())
 	}
 }

@@ -1,0 +1,378 @@
+package iscsi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+const (
+	// rescanEvery repeats the targeted scan of a LUN that has not appeared.
+	// The kernel's scan is synchronous, so this only matters when a scan
+	// raced with a session (re)connect.
+	rescanEvery = 2 * time.Second
+	// pathGrace is how long Attach waits for the remaining paths once one
+	// is there. A portal whose node does not report the LUN (selective LUN
+	// map) never gets a path, and must not cost the whole DeviceTimeout.
+	pathGrace = 5 * time.Second
+)
+
+// Attach logs in to the target, makes the kernel see this one LUN, checks
+// that every device used is the LUN (serial) and returns the device to use:
+// the multipath map when multipathd runs, else a single path. Attaching an
+// attached LUN returns the same device without logging in or scanning.
+func (c *Client) Attach(ctx context.Context, t Target) (*Device, error) {
+	t, err := t.normalized()
+	if err != nil {
+		return nil, err
+	}
+	log := logrus.WithFields(t.fields())
+	mp, err := c.multipathActive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if paths, err := c.locate(ctx, t); err == nil && complete(t, paths, mp) {
+		// A repeated NodeStage: done if the device is complete. Anything
+		// odd here is left to the full attach below, which reports it.
+		if dev, err := c.device(t, paths); err == nil && (dev.Multipath || !mp) {
+			log.WithField("device", dev.Path).Debug("iSCSI LUN already attached")
+			return dev, nil
+		}
+	}
+
+	paths, err := c.attachPaths(ctx, t, mp)
+	if err != nil {
+		return nil, err
+	}
+	var dev *Device
+	if mp {
+		dev, err = c.waitForMap(ctx, t, paths)
+	} else {
+		dev, err = c.device(t, paths)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !dev.Multipath {
+		log.WithField("device", dev.Path).Warn("multipathd is not running: using a single iSCSI path, without failover")
+	}
+	log.WithFields(logrus.Fields{"device": dev.Path, "paths": len(dev.Paths), "size": dev.Size}).Info("attached iSCSI LUN")
+	return dev, nil
+}
+
+// complete reports whether paths are all an attach would produce: one path
+// without multipath, a path through every portal with it. A retry after a
+// crash between two portals' scans must go on to scan the second.
+func complete(t Target, paths []pathDev, mp bool) bool {
+	if !mp {
+		return len(paths) > 0
+	}
+	for _, portal := range t.Portals {
+		found := false
+		for _, p := range paths {
+			found = found || p.sess.Portal == portal
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// attachPaths holds the target lock from the first login until the LUN's
+// path devices exist, so a concurrent Detach of another LUN of the target
+// either sees them (and keeps the sessions) or runs before the login.
+func (c *Client) attachPaths(ctx context.Context, t Target, mp bool) ([]pathDev, error) {
+	unlock, err := c.lockTarget(ctx, t.IQN)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	sessions, err := c.ensureSessions(ctx, t, mp)
+	if err != nil {
+		return nil, err
+	}
+	if !mp {
+		// Without dm-multipath on top, two SCSI devices of one LUN are two
+		// independent caches of the same blocks: expose exactly one.
+		sessions = []sessionDevs{pickSession(sessions, int(t.LUN))}
+	}
+	return c.scanAndVerify(ctx, t, sessions)
+}
+
+// pickSession prefers a session that already has a device at the LUN's
+// address, so a retried single-path attach never adds a second path.
+func pickSession(ss []sessionDevs, lun int) sessionDevs {
+	for _, s := range ss {
+		if devs, err := sessionDevices(s, lun); err == nil && len(devs) > 0 {
+			return s
+		}
+	}
+	return ss[0]
+}
+
+// ensureSessions logs in to the target's portals that have no session yet
+// (all of them for multipath, one otherwise) and returns the sessions to
+// t.Portals in portal order.
+func (c *Client) ensureSessions(ctx context.Context, t Target, mp bool) ([]sessionDevs, error) {
+	log := logrus.WithFields(t.fields())
+	all, err := c.sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	have := targetSessions(all, t.IQN, t.Portals)
+	var errs []error
+	if mp || len(have) == 0 {
+		loggedIn := false
+		for _, p := range t.Portals {
+			if hasPortal(have, p) {
+				continue
+			}
+			if err := c.login(ctx, t, p, mp); err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				log.WithField("portal", p).WithError(err).Warn("iSCSI login failed")
+				errs = append(errs, err)
+				continue
+			}
+			loggedIn = true
+			if !mp {
+				break
+			}
+		}
+		if loggedIn {
+			if all, err = c.sessions(ctx); err != nil {
+				return nil, err
+			}
+			have = targetSessions(all, t.IQN, t.Portals)
+		}
+	}
+	var out []sessionDevs
+	for _, s := range have {
+		sd, err := c.sessionSysfs(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, sd)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no usable iSCSI session to %s: %w", t.IQN, errors.Join(errs...))
+	}
+	if len(errs) > 0 {
+		log.WithField("sessions", len(out)).Warn("continuing with fewer iSCSI sessions than portals")
+	}
+	return out, nil
+}
+
+func hasPortal(ss []session, portal string) bool {
+	for _, s := range ss {
+		if s.Portal == portal {
+			return true
+		}
+	}
+	return false
+}
+
+// probe tracks the LUN's path on one session through scan, serial check and
+// at most one removal of a stale device.
+type probe struct {
+	sd       sessionDevs
+	lastScan time.Time
+	removed  int    // stale devices removed so far
+	removing string // sysfs dir of the device being removed
+	found    *pathDev
+	err      error // final
+	why      string
+}
+
+// scanAndVerify scans the LUN on each session and waits for its verified
+// paths: all of them, or those that appeared within pathGrace of the first.
+func (c *Client) scanAndVerify(ctx context.Context, t Target, sessions []sessionDevs) ([]pathDev, error) {
+	wctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	probes := make([]*probe, len(sessions))
+	for i, sd := range sessions {
+		probes[i] = &probe{sd: sd}
+	}
+	var first time.Time
+	for {
+		pending := 0
+		for _, p := range probes {
+			if p.found == nil && p.err == nil {
+				c.step(t, p)
+			}
+			switch {
+			case p.err != nil:
+				return nil, p.err
+			case p.found == nil:
+				pending++
+			case first.IsZero():
+				first = time.Now()
+			}
+		}
+		if pending == 0 || (!first.IsZero() && time.Since(first) > pathGrace) {
+			break
+		}
+		if err := sleep(wctx, pollInterval); err != nil {
+			if ctx.Err() != nil || first.IsZero() {
+				why := ""
+				for _, p := range probes {
+					if p.why != "" {
+						why = ": " + p.why
+					}
+				}
+				return nil, fmt.Errorf("LUN %d of %s did not appear within %s%s", t.LUN, t.IQN, c.timeout, why)
+			}
+			break
+		}
+	}
+	var paths []pathDev
+	for _, p := range probes {
+		if p.found != nil {
+			paths = append(paths, *p.found)
+		} else {
+			logrus.WithFields(t.fields()).WithField("portal", p.sd.Portal).Warn("LUN did not appear on this iSCSI session; continuing without that path")
+		}
+	}
+	return paths, nil
+}
+
+// step advances one probe as far as sysfs allows right now.
+func (c *Client) step(t Target, p *probe) {
+	lun := int(t.LUN)
+	devs, err := sessionDevices(p.sd, lun)
+	if err != nil {
+		p.why = err.Error()
+		return
+	}
+	if p.removing != "" {
+		for _, d := range devs {
+			if d.dir == p.removing {
+				p.why = "waiting for the removal of a stale device"
+				return
+			}
+		}
+		p.removing = ""
+	}
+	if len(devs) == 0 {
+		if time.Since(p.lastScan) >= rescanEvery {
+			// "C T L": exactly this LUN on this session's single target.
+			scan := fmt.Sprintf("0 %d %d", p.sd.targetID, lun)
+			if err := c.writeAttr(c.scanFile(p.sd), scan); err != nil {
+				p.err = fmt.Errorf("scan LUN %d on session %d: %w", lun, p.sd.ID, err)
+				return
+			}
+			p.lastScan = time.Now()
+		}
+		p.why = "no SCSI device after the scan"
+		return
+	}
+	d := devs[0]
+	if d.name == "" {
+		p.why = "SCSI device " + d.addr.String() + " has no block device yet"
+		return
+	}
+	serial, err := c.devSerial(d)
+	if err != nil {
+		p.why = err.Error()
+		return
+	}
+	if serial == t.Serial {
+		node, err := c.devNode(d.name)
+		if err != nil {
+			p.why = "device node: " + err.Error()
+			return
+		}
+		p.found = &pathDev{sess: p.sd, dev: d, node: node}
+		return
+	}
+
+	// The kernel still has another LUN at this address (unmapped and
+	// replaced on the array since it was scanned), or the array maps
+	// something else there. Remove it and scan once more; never touch it
+	// while something uses it.
+	serialMismatchesTotal.Inc()
+	log := logrus.WithFields(t.fields()).WithFields(logrus.Fields{"device": d.name, "address": d.addr.String(), "found": serial})
+	busy, err := c.inUse(d.name)
+	if err != nil {
+		p.err = err
+		return
+	}
+	if busy {
+		p.err = fmt.Errorf("%w: %s at LUN %d of %s is LUN %q and in use; not removing it", ErrSerialMismatch, d.name, lun, t.IQN, serial)
+		return
+	}
+	log.Warn("removing stale SCSI device at the LUN's address")
+	// No flush: its dirty buffers, if any, belong to another LUN.
+	if err := c.writeAttr(filepath.Join(d.dir, "delete"), "1"); err != nil {
+		p.err = fmt.Errorf("remove stale device %s: %w", d.name, err)
+		return
+	}
+	p.removed++
+	if p.removed > 1 {
+		p.err = fmt.Errorf("%w: LUN %d of %s is %q after a rescan, want %q", ErrSerialMismatch, lun, t.IQN, serial, t.Serial)
+		return
+	}
+	p.removing, p.lastScan = d.dir, time.Time{}
+	p.why = "rescanning after removing a stale device"
+}
+
+// waitForMap waits for multipathd to build the LUN's map over its paths and
+// checks it.
+func (c *Client) waitForMap(ctx context.Context, t Target, paths []pathDev) (*Device, error) {
+	wctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var seen time.Time
+	var last dmMap
+	for {
+		maps, err := c.pathMaps(paths)
+		if err != nil {
+			return nil, err
+		}
+		if len(maps) > 1 {
+			return nil, fmt.Errorf("%w: paths of LUN %q are held by %d multipath maps", ErrSerialMismatch, t.Serial, len(maps))
+		}
+		if len(maps) == 1 {
+			slaves, err := c.verifyMap(maps[0], t.Serial)
+			if err != nil {
+				return nil, err
+			}
+			if seen.IsZero() {
+				seen = time.Now()
+			}
+			last = maps[0]
+			if len(slaves) >= len(paths) || time.Since(seen) > pathGrace {
+				return c.finishMap(wctx, t, maps[0], paths)
+			}
+		}
+		if err := sleep(wctx, pollInterval); err != nil {
+			if !seen.IsZero() && ctx.Err() == nil {
+				return c.finishMap(ctx, t, last, paths)
+			}
+			return nil, fmt.Errorf("multipathd built no map for LUN %q within %s (it needs find_multipaths \"no\" or the WWID whitelisted): %w", t.Serial, c.timeout, err)
+		}
+	}
+}
+
+// finishMap grows a map that is smaller than its paths (the LUN grew while
+// the map was down, as 26.06 Trident also checks) and describes the device.
+func (c *Client) finishMap(ctx context.Context, t Target, m dmMap, paths []pathDev) (*Device, error) {
+	var pathSize int64
+	for _, p := range paths {
+		if s, err := c.blockSize(p.dev.name); err == nil && s > pathSize {
+			pathSize = s
+		}
+	}
+	if size, err := c.blockSize(m.name); err == nil && size < pathSize {
+		if _, err := c.resizeMap(ctx, m, pathSize); err != nil {
+			return nil, err
+		}
+	}
+	return c.device(t, paths)
+}

@@ -1,0 +1,159 @@
+package iscsi
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Detach removes the LUN from this host: it flushes and removes its
+// multipath map, flushes and deletes each of its SCSI paths, and logs out of
+// every session to the target that no longer carries any LUN. Only devices
+// whose serial (or map WWID) is the LUN's are touched. The caller unmounts
+// first: a device still mounted is ErrDeviceInUse. Detaching a LUN that is
+// not attached succeeds, and still logs out of idle sessions, so an unstage
+// after a failed stage cleans up what the stage left.
+func (c *Client) Detach(ctx context.Context, t Target) error {
+	t, err := t.normalized()
+	if err != nil {
+		return err
+	}
+	log := logrus.WithFields(t.fields())
+	paths, err := c.locate(ctx, t)
+	if err != nil {
+		return err
+	}
+
+	// Maps first (unstage order: unmount, flush map, remove paths, log
+	// out): a path cannot be deleted from under a live map cleanly. Maps
+	// found by WWID as well, so one left without paths goes too.
+	maps, err := c.pathMaps(paths)
+	if err != nil {
+		return err
+	}
+	ghosts, err := c.mapsBySerial(t.Serial)
+	if err != nil {
+		return err
+	}
+	for _, g := range ghosts {
+		if !containsMap(maps, g) {
+			maps = append(maps, g)
+		}
+	}
+	for _, m := range maps {
+		if err := c.flushMap(ctx, m); err != nil {
+			return err
+		}
+	}
+
+	for _, p := range paths {
+		busy, err := c.inUse(p.dev.name)
+		if err != nil {
+			return err
+		}
+		if busy {
+			return fmt.Errorf("%w: %s (LUN %d of %s) is still open or mounted", ErrDeviceInUse, p.dev.name, t.LUN, t.IQN)
+		}
+	}
+	for _, p := range paths {
+		if p.node != "" {
+			if _, err := c.run(ctx, "blockdev", "--flushbufs", p.node); err != nil {
+				log.WithField("device", p.node).WithError(toolErr(err)).Warn("flushing buffers before removing the path failed")
+			}
+		}
+		if err := c.writeAttr(filepath.Join(p.dev.dir, "delete"), "1"); err != nil {
+			if c.waitGone(ctx, p.dev.dir) == nil {
+				continue // removed meanwhile
+			}
+			return fmt.Errorf("remove SCSI device %s: %w", p.dev.name, err)
+		}
+	}
+	for _, p := range paths {
+		if err := c.waitGone(ctx, p.dev.dir); err != nil {
+			return fmt.Errorf("remove SCSI device %s: %w", p.dev.name, err)
+		}
+	}
+	if len(paths) > 0 || len(maps) > 0 {
+		log.WithFields(logrus.Fields{"paths": len(paths), "maps": len(maps)}).Info("detached iSCSI LUN")
+	}
+	return c.logoutIdle(ctx, t.IQN)
+}
+
+func containsMap(ms []dmMap, m dmMap) bool {
+	for _, x := range ms {
+		if x.name == m.name {
+			return true
+		}
+	}
+	return false
+}
+
+// logoutIdle logs out of each portal of the target none of whose sessions
+// carries a SCSI device, and deletes the target's node records that have no
+// session (also those a crash left between logout and delete, or between
+// record creation and login). Under the target lock no Attach is between
+// its login and the appearance of its device, so "no device" means "no LUN
+// of this target in use here" (scan=manual: nothing appears unasked).
+func (c *Client) logoutIdle(ctx context.Context, iqn string) error {
+	unlock, err := c.lockTarget(ctx, iqn)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	all, err := c.sessions(ctx)
+	if err != nil {
+		return err
+	}
+	busy := map[string]bool{}
+	var portals []string
+	for _, s := range targetSessions(all, iqn, nil) {
+		if !containsString(portals, s.Portal) {
+			portals = append(portals, s.Portal)
+		}
+		sd, err := c.sessionSysfs(s)
+		if err != nil {
+			// Cannot see its devices: keep it, never guess "unused".
+			busy[s.Portal] = true
+			continue
+		}
+		devs, err := sessionDevices(sd, -1)
+		if err != nil || len(devs) > 0 {
+			busy[s.Portal] = true
+		}
+	}
+	for _, p := range portals {
+		if busy[p] {
+			logrus.WithFields(logrus.Fields{"target": iqn, "portal": p}).Debug("iSCSI session still carries LUNs; staying logged in")
+			continue
+		}
+		if err := c.logout(ctx, iqn, p); err != nil {
+			return err
+		}
+	}
+	records, err := c.nodeRecords(ctx)
+	if err != nil {
+		return err
+	}
+	deleted := map[string]bool{}
+	for _, r := range records {
+		if strings.EqualFold(r.Target, iqn) && !busy[r.Portal] && !deleted[r.Portal] {
+			deleted[r.Portal] = true
+			if err := c.deleteRecord(ctx, iqn, r.Portal); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

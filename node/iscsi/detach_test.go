@@ -1,0 +1,204 @@
+package iscsi
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDetachDecisions(t *testing.T) {
+	logout := "iscsiadm -m node -T " + testIQN + " -p 10.0.0.1:3260 -u"
+	deleteRec := "iscsiadm -m node -T " + testIQN + " -p 10.0.0.1:3260 -o delete"
+	for _, tc := range []struct {
+		name       string
+		setup      func(f *fakeSys)
+		records    string
+		wantGone   bool // no device at LUN 3 afterwards
+		wantLogout bool
+		wantRecDel int
+	}{
+		{
+			name:     "last LUN of the target",
+			setup:    func(f *fakeSys) { f.device(1, 3, "sdb", testSerial, 1<<30) },
+			records:  "10.0.0.1:3260,-1 " + testIQN + "\n",
+			wantGone: true, wantLogout: true, wantRecDel: 1,
+		},
+		{
+			name: "another LUN of the target still attached",
+			setup: func(f *fakeSys) {
+				f.device(1, 3, "sdb", testSerial, 1<<30)
+				f.device(1, 4, "sdc", otherSer, 1<<30)
+			},
+			records:  "10.0.0.1:3260,-1 " + testIQN + "\n",
+			wantGone: true,
+		},
+		{
+			name:    "device at the address is another LUN's",
+			setup:   func(f *fakeSys) { f.device(1, 3, "sdb", otherSer, 1<<30) },
+			records: "10.0.0.1:3260,-1 " + testIQN + "\n",
+		},
+		{
+			name:     "not attached, idle session and records left by a failed stage",
+			setup:    func(f *fakeSys) {},
+			records:  "10.0.0.1:3260,-1 " + testIQN + "\n10.0.0.9:3260,-1 " + testIQN + "\n10.0.0.1:3260,-1 iqn.2000-01.com.example:other\n",
+			wantGone: true, wantLogout: true, wantRecDel: 1,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSys(t)
+			f.session(1)
+			tc.setup(f)
+			f.kernel(t, []int{1}, testSerial)
+			ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+				switch strings.Join(argv, " ") {
+				case "iscsiadm -m session":
+					return sessionLines(1), nil
+				case "iscsiadm -m node":
+					return []byte(tc.records), nil
+				}
+				return nil, nil
+			}}
+			c := newTestClient(t, f, ex, MultipathAuto)
+			if err := c.Detach(context.Background(), testTarget()); err != nil {
+				t.Fatalf("%v\n%s", err, ex.log())
+			}
+			_, err := os.Stat(f.deviceDir(1, 3))
+			if gone := errors.Is(err, os.ErrNotExist); gone != tc.wantGone {
+				t.Fatalf("device at LUN 3 gone: %v, want %v", gone, tc.wantGone)
+			}
+			if got := ex.called(logout) == 1; got != tc.wantLogout {
+				t.Fatalf("logout: %v, want %v\n%s", got, tc.wantLogout, ex.log())
+			}
+			if got := ex.called(deleteRec); got != tc.wantRecDel {
+				t.Fatalf("%d record deletes of the portal, want %d\n%s", got, tc.wantRecDel, ex.log())
+			}
+			if ex.called("iscsiadm -m node -T iqn.2000-01.com.example:other") != 0 {
+				t.Fatal("touched another target's record")
+			}
+			if strings.Contains(tc.name, "failed stage") && ex.called("iscsiadm -m node -T "+testIQN+" -p 10.0.0.9:3260 -o delete") != 1 {
+				t.Fatalf("the orphan record without a session was not deleted\n%s", ex.log())
+			}
+		})
+	}
+}
+
+func TestDetachFlushesMapsIncludingGhosts(t *testing.T) {
+	f := newFakeSys(t)
+	f.session(1)
+	f.device(1, 3, "sdb", testSerial, 1<<30)
+	uuid := "mpath-3600a0980" + hexSerial(testSerial)
+	f.mpathMap("dm-1", uuid, 1<<30, "sdb")
+	// A map of the same LUN with no path left (Trident #812) and one of
+	// another LUN, which must stay.
+	f.mpathMap("dm-9", uuid, 1<<30)
+	f.mpathMap("dm-5", "mpath-3600a0980"+hexSerial(otherSer), 1<<30)
+	f.kernel(t, []int{1}, testSerial)
+	ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+		switch {
+		case strings.Join(argv, " ") == "iscsiadm -m session":
+			return sessionLines(1), nil
+		case argv[0] == "multipath" && argv[1] == "-f":
+			for _, n := range []string{"dm-1", "dm-9"} {
+				if b, _ := os.ReadFile(filepath.Join(f.sys, "block", n, "dm", "name")); strings.TrimSpace(string(b)) == argv[2] {
+					os.RemoveAll(filepath.Join(f.sys, "devices", "virtual", "block", n))
+					os.Remove(filepath.Join(f.sys, "block", n))
+					os.Remove(filepath.Join(f.sys, "block", "sdb", "holders", n))
+					break
+				}
+			}
+		case argv[0] == "iscsiadm" && argv[len(argv)-1] == "-u":
+			os.RemoveAll(f.sessionDir(1))
+		}
+		return nil, nil
+	}}
+	c := newTestClient(t, f, ex, MultipathAuto)
+	if err := c.Detach(context.Background(), testTarget()); err != nil {
+		t.Fatalf("%v\n%s", err, ex.log())
+	}
+	if n := ex.called("multipath -f 3600a0980" + hexSerial(testSerial)); n != 2 {
+		t.Fatalf("%d flushes of the LUN's maps, want 2\n%s", n, ex.log())
+	}
+	if ex.called("multipath -f 3600a0980"+hexSerial(otherSer)) != 0 {
+		t.Fatal("flushed another LUN's map")
+	}
+	// The live map is flushed before its path goes, and only the live
+	// map's buffers are flushed (a map without paths would block).
+	log := ex.log()
+	if strings.Index(log, "multipath -f") > strings.Index(log, "blockdev --flushbufs "+filepath.Join(f.dev, "sdb")) {
+		t.Fatalf("path flushed before its map:\n%s", log)
+	}
+	if ex.called("blockdev --flushbufs "+filepath.Join(f.dev, "dm-9")) != 0 {
+		t.Fatal("flushed the buffers of a map without paths")
+	}
+}
+
+func TestResizeRescansPathsThenMap(t *testing.T) {
+	f := newFakeSys(t)
+	f.session(1)
+	f.session(2)
+	f.device(1, 3, "sdb", testSerial, 1<<30)
+	f.device(2, 3, "sdc", testSerial, 1<<30)
+	f.mpathMap("dm-1", "mpath-3600a0980"+hexSerial(testSerial), 1<<30, "sdb", "sdc")
+	const grown = 3 << 30
+	ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+		switch {
+		case strings.Join(argv, " ") == "iscsiadm -m session":
+			return sessionLines(1, 2), nil
+		case argv[0] == "multipathd" && argv[1] == "resize":
+			f.setSize("dm-1", grown)
+			return []byte("ok\n"), nil
+		}
+		return nil, nil
+	}}
+	c := newTestClient(t, f, ex, MultipathAuto)
+	// Rescans land asynchronously, as with the shims.
+	for _, p := range []struct {
+		sid  int
+		name string
+	}{{1, "sdb"}, {2, "sdc"}} {
+		whenWritten(t, filepath.Join(f.deviceDir(p.sid, 3), "rescan"), func() { f.setSize(p.name, grown) })
+	}
+	size, err := c.Resize(context.Background(), testTarget("10.0.0.1", "10.0.0.2"), grown)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, ex.log())
+	}
+	if size != grown {
+		t.Fatalf("size %d, want %d", size, grown)
+	}
+	if ex.called("multipathd resize map 3600a0980"+hexSerial(testSerial)) != 1 {
+		t.Fatalf("map not resized:\n%s", ex.log())
+	}
+}
+
+// whenWritten runs fn once path holds "1".
+func whenWritten(t *testing.T, path string, fn func()) {
+	done := make(chan struct{})
+	t.Cleanup(func() { <-done })
+	go func() {
+		defer close(done)
+		for {
+			if b, _ := os.ReadFile(path); string(b) == "1" {
+				fn()
+				return
+			}
+			select {
+			case <-t.Context().Done():
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+func TestResizeNotAttached(t *testing.T) {
+	f := newFakeSys(t)
+	ex := &fakeExec{fn: func(argv []string) ([]byte, error) { return nil, exitErr("iscsiadm", errNoObjsFound) }}
+	c := newTestClient(t, f, ex, MultipathAuto)
+	if _, err := c.Resize(context.Background(), testTarget(), 0); !errors.Is(err, ErrNotAttached) {
+		t.Fatalf("Resize: %v, want ErrNotAttached", err)
+	}
+}

@@ -1,0 +1,186 @@
+package iscsi
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+)
+
+// dmMap is a dm-multipath map as sysfs shows it.
+type dmMap struct {
+	name    string // kernel name: dm-3
+	mapName string // dm/name: the WWID, or mpathN with user_friendly_names
+	uuid    string // dm/uuid: "mpath-" + WWID
+}
+
+// multipathActive decides, per call, whether this Attach uses multipath.
+func (c *Client) multipathActive(ctx context.Context) (bool, error) {
+	if c.mode == MultipathDisabled {
+		return false, nil
+	}
+	// "pid 1234 idle|running": anything else (no binary, no socket, an
+	// error text) means no daemon.
+	out, err := c.run(ctx, "multipathd", "show", "daemon")
+	if err == nil && strings.HasPrefix(strings.TrimSpace(string(out)), "pid ") {
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	if c.mode == MultipathRequired {
+		if err == nil {
+			err = fmt.Errorf("unexpected answer %q", truncate(strings.TrimSpace(string(out)), 80))
+		}
+		return false, fmt.Errorf("multipath is required but multipathd is not running: %w", toolErr(err))
+	}
+	return false, nil
+}
+
+// readMap reads the dm attributes of a block device; ok is false unless it
+// is a multipath map.
+func (c *Client) readMap(name string) (dmMap, bool) {
+	if !validBlockName(name) {
+		return dmMap{}, false
+	}
+	dir := filepath.Join(c.sysRoot, "block", name, "dm")
+	uuid, err := readAttr(filepath.Join(dir, "uuid"))
+	if err != nil {
+		return dmMap{}, false
+	}
+	m := dmMap{name: name, uuid: strings.TrimSpace(string(uuid))}
+	if !strings.HasPrefix(m.uuid, "mpath-") {
+		return dmMap{}, false
+	}
+	mn, err := readAttr(filepath.Join(dir, "name"))
+	if err != nil {
+		return dmMap{}, false
+	}
+	m.mapName = strings.TrimSpace(string(mn))
+	if m.mapName == "" || strings.ContainsAny(m.mapName, "/\x00") || strings.HasPrefix(m.mapName, "-") {
+		return dmMap{}, false
+	}
+	return m, true
+}
+
+// pathMaps returns the multipath maps holding any of paths.
+func (c *Client) pathMaps(paths []pathDev) ([]dmMap, error) {
+	var maps []dmMap
+	seen := map[string]bool{}
+	for _, p := range paths {
+		hs, err := c.holders(p.dev.name)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hs {
+			if m, ok := c.readMap(h); ok && !seen[h] {
+				seen[h] = true
+				maps = append(maps, m)
+			}
+		}
+	}
+	return maps, nil
+}
+
+// mapsBySerial finds multipath maps of a LUN by their WWID even when no path
+// is left under them ("ghost" maps, Trident #812).
+func (c *Client) mapsBySerial(serial string) ([]dmMap, error) {
+	uuids, err := filepath.Glob(filepath.Join(c.sysRoot, "block", "*", "dm", "uuid"))
+	if err != nil {
+		return nil, err
+	}
+	var maps []dmMap
+	for _, u := range uuids {
+		name := filepath.Base(filepath.Dir(filepath.Dir(u)))
+		if m, ok := c.readMap(name); ok && uuidHasSerial(m.uuid, serial) {
+			maps = append(maps, m)
+		}
+	}
+	return maps, nil
+}
+
+// uuidHasSerial checks a map's uuid against a LUN serial. ONTAP's WWID is
+// NAA type 6 with NetApp's OUI, whose vendor-specific part is the serial in
+// hex: "mpath-3600a0980" + hex(serial).
+func uuidHasSerial(uuid, serial string) bool {
+	u := strings.ToLower(uuid)
+	return strings.HasPrefix(u, "mpath-") && strings.HasSuffix(u, hex.EncodeToString([]byte(serial)))
+}
+
+// verifyMap checks that a map is the LUN's: its WWID carries the serial and
+// every path under it has the serial. It returns the map's paths.
+func (c *Client) verifyMap(m dmMap, serial string) ([]string, error) {
+	if !uuidHasSerial(m.uuid, serial) {
+		serialMismatchesTotal.Inc()
+		return nil, fmt.Errorf("%w: multipath map %s (%s) is not LUN %q", ErrSerialMismatch, m.name, m.uuid, serial)
+	}
+	slaves, err := readDirNames(filepath.Join(c.sysRoot, "block", m.name, "slaves"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for _, s := range slaves {
+		if !validBlockName(s) {
+			return nil, fmt.Errorf("multipath map %s: odd path name %q", m.name, s)
+		}
+		b, err := readAttr(filepath.Join(c.sysRoot, "block", s, "device", "vpd_pg80"))
+		if err != nil {
+			return nil, fmt.Errorf("multipath map %s: path %s: %w", m.name, s, err)
+		}
+		got, err := parseVPDPage80(b)
+		if err != nil {
+			return nil, fmt.Errorf("multipath map %s: path %s: %w", m.name, s, err)
+		}
+		if got != serial {
+			serialMismatchesTotal.Inc()
+			return nil, fmt.Errorf("%w: multipath map %s of LUN %q has path %s of LUN %q", ErrSerialMismatch, m.name, serial, s, got)
+		}
+	}
+	return slaves, nil
+}
+
+// flushMap writes out and removes a multipath map. A map that is gone
+// afterwards, whatever multipath said, is flushed.
+func (c *Client) flushMap(ctx context.Context, m dmMap) error {
+	log := logrus.WithFields(logrus.Fields{"map": m.mapName, "device": m.name})
+	slaves, _ := readDirNames(filepath.Join(c.sysRoot, "block", m.name, "slaves"))
+	if node, err := c.devNode(m.name); err == nil && len(slaves) > 0 {
+		// Without paths a queueing map would block the flush forever; there
+		// is nowhere to write to anyway.
+		if _, err := c.run(ctx, "blockdev", "--flushbufs", node); err != nil {
+			log.WithError(toolErr(err)).Warn("flushing the multipath map's buffers failed")
+		}
+	}
+	dir := filepath.Join(c.sysRoot, "block", m.name)
+	if _, err := c.run(ctx, "multipath", "-f", m.mapName); err != nil {
+		if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
+			return nil // removed meanwhile, e.g. by multipathd itself
+		}
+		if busy, _ := c.inUse(m.name); busy {
+			return fmt.Errorf("%w: multipath map %s is still open or mounted", ErrDeviceInUse, m.mapName)
+		}
+		return fmt.Errorf("flush multipath map %s: %w", m.mapName, toolErr(err))
+	}
+	if err := c.waitGone(ctx, dir); err != nil {
+		return fmt.Errorf("multipath map %s: %w", m.mapName, err)
+	}
+	log.Info("flushed multipath map")
+	return nil
+}
+
+// resizeMap makes a map take its paths' new size, and waits until it has at
+// least want bytes.
+func (c *Client) resizeMap(ctx context.Context, m dmMap, want int64) (int64, error) {
+	out, err := c.run(ctx, "multipathd", "resize", "map", m.mapName)
+	if err == nil && strings.TrimSpace(string(out)) == "fail" {
+		err = errors.New("multipathd answered fail")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("resize multipath map %s: %w", m.mapName, toolErr(err))
+	}
+	return c.waitSize(ctx, m.name, want)
+}

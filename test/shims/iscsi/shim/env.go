@@ -1,0 +1,86 @@
+package shim
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Environment variables the shim reads. The test harness (shimtest) sets
+// them; see README.md.
+const (
+	EnvSimURL        = "ONTAP_SIM_URL"            // simulator base URL (data plane /sim/iscsi/...)
+	EnvSimCA         = "ONTAP_SIM_CA"             // PEM file trusted for an https simulator URL
+	EnvState         = "ISCSI_SHIM_STATE"         // shim state dir: state.json, lock, node records, kernel.pid/log
+	EnvSysRoot       = "ISCSI_SHIM_SYSROOT"       // the fake sysfs root
+	EnvDevDir        = "ISCSI_SHIM_DEVDIR"        // the fake /dev (links to the real /dev/loopN)
+	EnvInitiatorName = "ISCSI_SHIM_INITIATORNAME" // initiatorname.iscsi; default $ISCSI_SHIM_STATE/initiatorname.iscsi
+	EnvMultipathd    = "ISCSI_SHIM_MULTIPATHD"    // "1": multipathd "runs" and builds maps
+)
+
+// Env is where one shim instance keeps everything.
+type Env struct {
+	SimURL        string
+	SimCA         string
+	State         string
+	SysRoot       string
+	DevDir        string
+	InitiatorFile string
+	Multipathd    bool
+}
+
+// LoadEnv reads the shim's environment. The roots must be set and must
+// not be the host's: the shim never writes to the real /sys or /dev.
+func LoadEnv() (*Env, error) {
+	e := &Env{
+		SimURL:        os.Getenv(EnvSimURL),
+		SimCA:         os.Getenv(EnvSimCA),
+		State:         os.Getenv(EnvState),
+		SysRoot:       os.Getenv(EnvSysRoot),
+		DevDir:        os.Getenv(EnvDevDir),
+		InitiatorFile: os.Getenv(EnvInitiatorName),
+		Multipathd:    os.Getenv(EnvMultipathd) == "1",
+	}
+	for name, p := range map[string]*string{EnvState: &e.State, EnvSysRoot: &e.SysRoot, EnvDevDir: &e.DevDir} {
+		if *p == "" {
+			return nil, fmt.Errorf("%s is not set", name)
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return nil, err
+		}
+		switch abs {
+		case "/", "/sys", "/dev", "/etc", "/etc/iscsi", "/dev/disk":
+			return nil, fmt.Errorf("%s=%s: refusing a host directory", name, abs)
+		}
+		*p = abs
+	}
+	if e.InitiatorFile == "" {
+		e.InitiatorFile = filepath.Join(e.State, "initiatorname.iscsi")
+	}
+	return e, nil
+}
+
+func (e *Env) sim() (*simClient, error) {
+	if e.SimURL == "" {
+		return nil, errors.New(EnvSimURL + " is not set")
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if e.SimCA != "" {
+		pem, err := os.ReadFile(e.SimCA)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no certificate", e.SimCA)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return &simClient{base: e.SimURL, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}, nil
+}
