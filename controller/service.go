@@ -1,21 +1,87 @@
-// Package controller implements the CSI Controller service.
+// Package controller implements the CSI Controller service: argument and
+// capability checks, volume and snapshot IDs, placement on backends and
+// pools, idempotency and the mapping of failures to gRPC codes. What is
+// specific to a storage system sits behind backends.Backend.
+//
+// The service keeps no state of its own. Volume IDs are the CSI names
+// (Trident: the PV name) and are resolved by asking every backend; what a
+// volume must remember lives on the storage system. A restarted controller,
+// or a second replica, sees exactly the same world.
 package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/ontap-csi/ontap-csi/backends"
 )
+
+// Config is what the controller serves.
+type Config struct {
+	// Backends in configuration order; the order breaks ties when several
+	// backends see the same volume and none owns it.
+	Backends []backends.Backend
+	// Nodes answers who a node is (iSCSI IQN, IP addresses).
+	Nodes NodeRegistry
+}
 
 // Service implements csi.ControllerServer.
 type Service struct {
 	csi.UnimplementedControllerServer
+
+	backends []backends.Backend
+	nodes    NodeRegistry
+	locks    keyLocks
 }
 
-// New returns a controller service.
-func New() *Service { return &Service{} }
+// New returns a controller serving cfg's backends. With none it still
+// serves (capabilities, Probe) and answers volume creation Unavailable, as
+// Trident does before its first backend is added.
+func New(cfg Config) (*Service, error) {
+	if cfg.Nodes == nil {
+		return nil, errors.New("controller: no node registry")
+	}
+	seen := map[string]bool{}
+	for _, b := range cfg.Backends {
+		if seen[b.Name()] {
+			return nil, fmt.Errorf("controller: two backends are named %q; backendName must be unique", b.Name())
+		}
+		seen[b.Name()] = true
+	}
+	return &Service{
+		backends: append([]backends.Backend(nil), cfg.Backends...),
+		nodes:    cfg.Nodes,
+		locks:    keyLocks{held: map[string]struct{}{}},
+	}, nil
+}
+
+// capabilities are the controller RPCs this service implements. Not
+// advertised: PUBLISH_READONLY (like Trident, read-only is enforced by the
+// node's mount), LIST_VOLUMES_PUBLISHED_NODES and GET_VOLUME (publications
+// are not recorded anywhere the controller could list them cheaply),
+// MODIFY_VOLUME.
+var capabilities = []csi.ControllerServiceCapability_RPC_Type{
+	csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
+	csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
+	csi.ControllerServiceCapability_RPC_LIST_VOLUMES,
+	csi.ControllerServiceCapability_RPC_GET_CAPACITY,
+	csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+	csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+	csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
+	csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
+	csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+}
 
 // ControllerGetCapabilities advertises only what this service implements.
 func (s *Service) ControllerGetCapabilities(context.Context, *csi.ControllerGetCapabilitiesRequest) (*csi.ControllerGetCapabilitiesResponse, error) {
-	return &csi.ControllerGetCapabilitiesResponse{}, nil
+	resp := &csi.ControllerGetCapabilitiesResponse{}
+	for _, c := range capabilities {
+		resp.Capabilities = append(resp.Capabilities, &csi.ControllerServiceCapability{
+			Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: c}},
+		})
+	}
+	return resp, nil
 }

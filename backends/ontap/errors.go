@@ -197,11 +197,13 @@ func classify(method string, status int, code, message string) Class {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		return ClassThrottled
 	}
-	if c, ok := codeClasses[code]; ok {
-		return c
-	}
+	// ONTAP reports a transient lock with the generic code 8 ("in use"), so
+	// the message must win over the code: it means "retry", not "in use".
 	if strings.Contains(strings.ToLower(message), "temporarily locked") {
 		return ClassThrottled
+	}
+	if c, ok := codeClasses[code]; ok {
+		return c
 	}
 	if n, err := strconv.ParseInt(code, 10, 64); err == nil {
 		for _, r := range codeRanges {

@@ -30,6 +30,8 @@ func TestDecodeError(t *testing.T) {
 		{"429", "POST", 429, `{"error":{"message":"Too many requests","code":"262160"}}`, ClassThrottled, "262160", "Too many"},
 		{"503 code 7", "GET", 503, `{"error":{"message":"busy","code":"7"}}`, ClassThrottled, "7", "busy"},
 		{"temporarily locked", "PATCH", 409, `{"error":{"message":"The system is temporarily locked, retry","code":"13001"}}`, ClassThrottled, "13001", "temporarily locked"},
+		{"temporarily locked with code 8", "DELETE", 409, `{"error":{"message":"Resource is temporarily locked. Wait a few minutes and try again.","code":"8"}}`, ClassThrottled, "8", "temporarily locked"},
+		{"code 8 without lock is in use", "DELETE", 409, `{"error":{"message":"entry is in use","code":"8"}}`, ClassInUse, "8", "in use"},
 		{"409 unknown code on POST", "POST", 409, `{"error":{"message":"conflict","code":"99999999"}}`, ClassAlreadyExists, "99999999", "conflict"},
 		{"409 unknown code on DELETE", "DELETE", 409, `{"error":{"message":"conflict","code":"99999999"}}`, ClassInUse, "99999999", "conflict"},
 		{"html body", "GET", 502, `<html>Bad Gateway</html>`, ClassUnknown, "", "Bad Gateway"},

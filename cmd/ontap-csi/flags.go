@@ -48,6 +48,7 @@ type options struct {
 	handoverGrace        time.Duration
 	deregisterOnShutdown string
 	drainTimeout         time.Duration
+	backendConfigs       stringList
 
 	// Derived by validate.
 	endpointPath string
@@ -109,6 +110,18 @@ func (i *ignoredFlags) Given() []string {
 	return out
 }
 
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errors.New("empty value")
+	}
+	*l = append(*l, v)
+	return nil
+}
+
 // usageError is a bad command line: exit code 2 and one line.
 type usageError struct{ msg string }
 
@@ -138,6 +151,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.registrationDir, "registration-dir", "", "kubelet plugin registration directory as seen by this process (default <kubelet-dir>/plugins_registry, else <host-root>/<kubelet-dir>/plugins_registry)")
 	fs.DurationVar(&o.handoverGrace, "handover-grace", 20*time.Second, "on SIGTERM, keep serving this long for a successor to take over (keep it below terminationGracePeriodSeconds)")
 	fs.StringVar(&o.deregisterOnShutdown, "deregister-on-shutdown", "never", "never: only `ontap-csi deregister` deregisters; always: unlink the registration socket on SIGTERM like node-driver-registrar")
+	fs.Var(&o.backendConfigs, "backend-config", "Trident backend config file (JSON or YAML), repeatable; controller and allInOne roles")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on shutdown, how long calls in flight may take to finish")
 
 	o.ignored = &ignoredFlags{set: map[string]string{}}
@@ -182,6 +196,9 @@ func (o *options) validate() error {
 	o.endpointPath = p
 	if o.csiRole != roleController && strings.TrimSpace(o.csiNodeName) == "" {
 		return usagef("--csi_node_name is required in the %s role (Trident's DaemonSet passes $(KUBE_NODE_NAME))", o.csiRole)
+	}
+	if o.csiRole == roleNode && len(o.backendConfigs) > 0 {
+		return usagef("--backend-config is only used in the controller and allInOne roles")
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return usagef("--log_format %q is not one of text, json", o.logFormat)

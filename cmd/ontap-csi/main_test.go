@@ -374,3 +374,28 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("exit %d, output %q", code, out)
 	}
 }
+
+func TestBadBackendConfigStopsStartup(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "nas.json")
+	if err := os.WriteFile(bad, []byte(`{"version": 1, "storageDriverName": "ontap-nas", "managementLIF": "127.0.0.1", "svm": "svm0",
+		"username": "admin", "password": "x", "defaults": {"snapshotReserve": "abc"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ep := "unix://" + filepath.Join(dir, "csi.sock")
+	out, code := runToExit(t, "--csi_role=controller", "--csi_endpoint="+ep, "--backend-config="+bad)
+	if code != 1 || !strings.Contains(out, "nas.json") || !strings.Contains(out, "defaults.snapshotReserve") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+	out, code = runToExit(t, "--csi_role=controller", "--csi_endpoint="+ep, "--backend-config="+filepath.Join(dir, "missing.json"))
+	if code != 1 || !strings.Contains(out, "missing.json") {
+		t.Fatalf("missing file: exit %d, output:\n%s", code, out)
+	}
+	out, code = runToExit(t, "--csi_role=node", "--csi_node_name=n", "--csi_endpoint="+ep, "--backend-config="+bad)
+	if code != 2 || !strings.Contains(out, "only used in the controller and allInOne roles") {
+		t.Fatalf("node role with a backend: exit %d, output:\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "csi.sock")); !os.IsNotExist(err) {
+		t.Fatal("a failed start left a socket behind")
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
-	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/server"
 )
@@ -59,7 +58,11 @@ func serve(ctx context.Context, o *options) error {
 		csi.RegisterNodeServer(grpcServer, node.New(node.Config{NodeID: o.csiNodeName, Topology: o.topology}))
 	}
 	if o.csiRole != roleNode {
-		csi.RegisterControllerServer(grpcServer, controller.New())
+		ctrl, err := newController(o)
+		if err != nil {
+			return err
+		}
+		csi.RegisterControllerServer(grpcServer, ctrl)
 	}
 
 	if o.metricsAddress != "" {
@@ -115,7 +118,9 @@ func pluginCapabilities(role string) []*csi.PluginCapability {
 		server.ServiceCapability(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS),
 	}
 	if role != roleNode {
-		caps = append(caps, server.ServiceCapability(csi.PluginCapability_Service_CONTROLLER_SERVICE))
+		caps = append(caps,
+			server.ServiceCapability(csi.PluginCapability_Service_CONTROLLER_SERVICE),
+			server.OnlineExpansionCapability())
 	}
 	return caps
 }

@@ -1,0 +1,87 @@
+package ontap
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// The ONTAP volume comment is where a stateless controller keeps what it
+// must remember of a volume. Trident writes its pool labels there as
+//
+//	{"provisioning":{"<label>":"<value>",...}}
+//
+// and reads a comment back as map[string]map[string]string. We add one more
+// object in the same shape, so Trident still parses our comments and we
+// recognise Trident's (which have no such object):
+//
+//	{"ontap-csi":{"name":"pvc-…","size":"1073741824","access":"mount","fsType":"ext4",…},
+//	 "provisioning":{…}}
+const (
+	commentProvisioning = "provisioning"
+	commentMeta         = "ontap-csi"
+	maxCommentLen       = 1023 // ONTAP's limit for volume comments
+	metaVersion         = "1"
+)
+
+// volumeMeta is what a volume remembers of its creation.
+type volumeMeta struct {
+	Name             string // CSI name = volume ID
+	Size             int64  // usable bytes the CO asked for
+	AccessType       string // mount or block
+	FSType           string // block protocol only; "raw" for raw block
+	SourceSnapshotID string // CSI ID of the snapshot it was cloned from
+	SourceVolumeID   string // CSI ID of the volume it was cloned from
+	Pool             string
+	Backend          string
+}
+
+func (m *volumeMeta) fields() map[string]string {
+	f := map[string]string{"version": metaVersion, "name": m.Name, "size": strconv.FormatInt(m.Size, 10)}
+	for k, v := range map[string]string{
+		"access": m.AccessType, "fsType": m.FSType, "sourceSnapshot": m.SourceSnapshotID,
+		"sourceVolume": m.SourceVolumeID, "pool": m.Pool, "backend": m.Backend,
+	} {
+		if v != "" {
+			f[k] = v
+		}
+	}
+	return f
+}
+
+// encodeComment renders the comment of a volume. It fails if the result
+// exceeds ONTAP's limit (long labels).
+func encodeComment(labels map[string]string, m *volumeMeta) (string, error) {
+	c := map[string]map[string]string{commentMeta: m.fields()}
+	if len(labels) > 0 {
+		c[commentProvisioning] = labels
+	}
+	b, err := json.Marshal(c) // map keys are sorted: the output is deterministic
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxCommentLen {
+		return "", fmt.Errorf("volume comment would be %d characters, ONTAP allows %d; shorten the backend's labels", len(b), maxCommentLen)
+	}
+	return string(b), nil
+}
+
+// decodeComment reads a volume comment. meta is nil when the comment holds
+// no record of ours (a volume Trident or someone else made); labels are
+// Trident's provisioning labels, if any.
+func decodeComment(comment string) (labels map[string]string, meta *volumeMeta) {
+	var c map[string]map[string]string
+	if comment == "" || json.Unmarshal([]byte(comment), &c) != nil {
+		return nil, nil
+	}
+	labels = c[commentProvisioning]
+	f, ok := c[commentMeta]
+	if !ok || f["name"] == "" {
+		return labels, nil
+	}
+	size, _ := strconv.ParseInt(f["size"], 10, 64)
+	return labels, &volumeMeta{
+		Name: f["name"], Size: max(size, 0), AccessType: f["access"], FSType: f["fsType"],
+		SourceSnapshotID: f["sourceSnapshot"], SourceVolumeID: f["sourceVolume"], Pool: f["pool"], Backend: f["backend"],
+	}
+}

@@ -1,0 +1,442 @@
+package ontap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+)
+
+// handle is what a driver keeps in backends.Volume.Handle: the FlexVol as
+// read by the lookup, so the rest of the call needs no second read.
+type handle struct {
+	vol  *Volume
+	meta *volumeMeta // nil for volumes made by Trident or by hand
+	lun  *LUN        // ontap-san, when read
+}
+
+func handleOf(v *backends.Volume) *handle {
+	h, _ := v.Handle.(*handle)
+	return h
+}
+
+func (d *driver) volumeName(csiName string) string { return volumeName(d.cfg.StoragePrefix, csiName) }
+
+// lookup reads the FlexVol of a volume ID. A FlexVol under the right name
+// whose record names another CSI volume belongs to that one (two names
+// mapping to one ONTAP name), so for this ID it does not exist. A FlexClone
+// without a record of its own is reported partial: a clone whose create
+// stopped before it got its comment (ONTAP leaves it empty or copies the
+// parent's), or one Trident made; the retried create completes it.
+func (d *driver) lookup(ctx context.Context, id string) (*Volume, *volumeMeta, bool, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, nil, false, err
+	}
+	name := d.volumeName(id)
+	v, err := d.client.GetVolume(ctx, name)
+	if err != nil {
+		return nil, nil, false, d.failure(err, "looking up volume %s", id)
+	}
+	_, meta := decodeComment(v.Comment)
+	switch {
+	case meta != nil && meta.Name == id:
+		return v, meta, false, nil
+	case v.IsClone && (meta == nil || v.CloneParentVolume == d.volumeName(meta.Name)):
+		parentID := ""
+		if meta != nil {
+			parentID = meta.Name
+		} else if parentID, err = d.parentID(ctx, v.CloneParentVolume); err != nil {
+			return nil, nil, false, err
+		}
+		if parentID == "" {
+			return v, nil, false, nil // a clone of something not ours
+		}
+		// Describe it from ONTAP's clone information, so the retried
+		// create can tell it asked for this very clone.
+		m := &volumeMeta{Name: id, SourceVolumeID: parentID}
+		if v.CloneParentSnapshot != v.Name {
+			m.SourceVolumeID, m.SourceSnapshotID = "", parentID+"/"+v.CloneParentSnapshot
+		}
+		return v, m, true, nil
+	case meta != nil:
+		return nil, nil, false, backends.Errorf(backends.ErrNotFound,
+			"volume %s not found (ONTAP volume %s belongs to %s)", id, name, meta.Name)
+	}
+	return v, nil, false, nil
+}
+
+// parentID returns the volume ID of a clone's parent FlexVol, "" if the
+// parent is not a volume of this backend.
+func (d *driver) parentID(ctx context.Context, parent string) (string, error) {
+	p, err := d.client.GetVolume(ctx, parent)
+	if IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", d.failure(err, "reading clone parent %s", parent)
+	}
+	_, meta := decodeComment(p.Comment)
+	id, ok := d.volumeID(p, meta)
+	if !ok {
+		return "", nil
+	}
+	return id, nil
+}
+
+// toVolume describes a FlexVol for the controller. usable is the size to
+// report when the volume carries no record of the size the CO asked for.
+func (d *driver) toVolume(id string, v *Volume, meta *volumeMeta, usable int64) *backends.Volume {
+	bv := &backends.Volume{
+		ID: id, Backend: d.Name(), SizeBytes: usable,
+		Context: map[string]string{
+			"backendUUID": d.backendUUID, "name": id, "internalName": v.Name, "protocol": string(d.protocol()),
+		},
+		Handle: &handle{vol: v, meta: meta},
+	}
+	if meta != nil {
+		bv.Owner, bv.Pool = meta.Backend, meta.Pool
+		bv.AccessType, bv.FSType = backends.AccessType(meta.AccessType), meta.FSType
+		bv.SourceSnapshotID, bv.SourceVolumeID = meta.SourceSnapshotID, meta.SourceVolumeID
+		if meta.Size > 0 {
+			bv.SizeBytes = meta.Size
+		}
+	}
+	bv.Topologies = d.poolTopologies(bv.Pool)
+	return bv
+}
+
+func (d *driver) protocol() backends.Protocol {
+	if d.cfg.StorageDriverName == DriverONTAPSAN {
+		return backends.ProtocolBlock
+	}
+	return backends.ProtocolFile
+}
+
+// Protocol implements backends.Backend.
+func (d *driver) Protocol() backends.Protocol { return d.protocol() }
+
+// volumeID names an ONTAP volume of this backend for the CO: the CSI name
+// it recorded, or the PV name of a Trident volume. ok is false for volumes
+// that are not ours to report (another prefix's, renamed, hand-made).
+func (d *driver) volumeID(v *Volume, meta *volumeMeta) (string, bool) {
+	if meta != nil {
+		return meta.Name, d.volumeName(meta.Name) == v.Name
+	}
+	return pvNameFromVolume(d.cfg.StoragePrefix, v.Name)
+}
+
+// settings are the resolved attributes of a new volume.
+type settings struct {
+	VolumeDefaults
+	snapshotReserve int
+}
+
+// resolve lays a request's options over the pool's defaults.
+func (d *driver) resolve(req *backends.CreateRequest) (*settings, error) {
+	s := &settings{VolumeDefaults: d.poolDefaults(req.Pool)}
+	o := req.Options
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&s.SpaceReserve, o.SpaceReserve)
+	set(&s.SnapshotPolicy, o.SnapshotPolicy)
+	set(&s.ExportPolicy, o.ExportPolicy)
+	set(&s.SecurityStyle, o.SecurityStyle)
+	set(&s.TieringPolicy, o.TieringPolicy)
+	set(&s.QoSPolicy, o.QoSPolicy)
+	if o.UnixPermissions != "" {
+		perms, err := parseUnixPermissions(o.UnixPermissions)
+		if err != nil {
+			return nil, backends.Errorf(backends.ErrInvalid, "unixPermissions %q: want octal (0755) or symbolic (---rwxr-xr-x)", o.UnixPermissions)
+		}
+		s.UnixPermissions = perms
+	}
+	if o.SnapshotDir != nil {
+		s.SnapshotDir = *o.SnapshotDir
+	}
+	if o.Encryption != nil {
+		s.Encryption = o.Encryption
+	}
+	if o.SplitOnClone != nil {
+		s.SplitOnClone = *o.SplitOnClone
+	}
+	switch {
+	case o.SnapshotReserve != nil:
+		s.snapshotReserve = *o.SnapshotReserve
+	case o.SnapshotPolicy != "":
+		// Trident 26.06: no reserve without snapshots, else 5 %.
+		s.snapshotReserve = 5
+		if o.SnapshotPolicy == "none" {
+			s.snapshotReserve = 0
+		}
+	case s.SnapshotReserve != nil:
+		s.snapshotReserve = *s.SnapshotReserve
+	default:
+		s.snapshotReserve = 5
+	}
+	if req.FSType != "" && req.FSType != backends.FSTypeRaw {
+		s.FileSystemType = req.FSType
+	}
+	return s, nil
+}
+
+// meta builds the record of a new volume.
+func (d *driver) meta(req *backends.CreateRequest, s *settings) *volumeMeta {
+	m := &volumeMeta{Name: req.Name, Size: req.SizeBytes, AccessType: string(req.AccessType), Pool: req.Pool, Backend: d.Name()}
+	if d.protocol() == backends.ProtocolBlock {
+		m.FSType = s.FileSystemType
+		if req.AccessType == backends.AccessBlock {
+			m.FSType = backends.FSTypeRaw
+		}
+	}
+	if src := req.Source; src != nil {
+		switch {
+		case src.Snapshot != nil:
+			m.SourceSnapshotID = src.Snapshot.VolumeID + "/" + src.Snapshot.Name
+		case src.Volume != nil:
+			m.SourceVolumeID = src.Volume.ID
+		}
+	}
+	return m
+}
+
+// flexVolSize is the FlexVol size that leaves want bytes usable after the
+// snapshot reserve (Trident's calculation), times factor (the LUN
+// metadata headroom of ontap-san), rounded up to ONTAP's 4 KiB blocks.
+func flexVolSize(want int64, reservePercent int, factor float64) int64 {
+	size := float64(want) * factor
+	if reservePercent > 0 && reservePercent < 100 {
+		size = size / (1 - float64(reservePercent)/100)
+	}
+	n := int64(math.Ceil(size))
+	n = (n + 4095) &^ 4095
+	return max(n, MinimumVolumeSize)
+}
+
+// adopt makes sure a FlexVol found under the name of a create request is
+// the one an earlier attempt of this request made, and not another volume.
+// It decides from one read: ONTAP's answer that the name is taken may
+// precede the volume becoming visible.
+func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest) (*Volume, error) {
+	v, meta, partialClone, err := d.lookup(ctx, req.Name)
+	switch {
+	case IsNotFound(err):
+		// ONTAP knows the name but has no volume yet: the create job of
+		// an earlier attempt, whose caller gave up, still runs.
+		return nil, backends.Errorf(backends.ErrPending, "volume %s is still being created by an earlier request", req.Name)
+	case errors.Is(err, backends.ErrNotFound):
+		return nil, backends.Errorf(backends.ErrAlreadyExists, "ONTAP volume %s exists and belongs to another volume: %w", d.volumeName(req.Name), err)
+	case err != nil:
+		return nil, err
+	}
+	if meta == nil && !partialClone {
+		return nil, backends.Errorf(backends.ErrAlreadyExists, "ONTAP volume %s exists and was not made by this driver", v.Name)
+	}
+	return v, nil
+}
+
+// createFlexVol creates the FlexVol of a new volume, or adopts the one an
+// interrupted earlier attempt created.
+func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest, c VolumeCreate) (*Volume, error) {
+	aggr, err := d.aggregateFor(ctx, req.Pool)
+	if err != nil {
+		return nil, err
+	}
+	c.Aggregate = aggr
+	err = d.client.CreateVolume(ctx, c)
+	switch {
+	case err == nil:
+		return &Volume{Name: c.Name, Size: c.Size, Comment: c.Comment, JunctionPath: c.JunctionPath, ExportPolicy: c.ExportPolicy}, nil
+	case IsAlreadyExists(err):
+		return d.adopt(ctx, req)
+	}
+	return nil, d.createFailure(err, "creating volume %s", c.Name)
+}
+
+// cloneFlexVol creates a FlexClone for req (or adopts a half-made one) and
+// gives it its own record. The clone of a volume uses a snapshot named
+// after the clone, which DeleteVolume removes with the clone.
+func (d *driver) cloneFlexVol(ctx context.Context, req *backends.CreateRequest, s *settings) (*Volume, error) {
+	src := req.Source
+	var parent *backends.Volume
+	var parentSnap string
+	switch {
+	case src.Snapshot != nil:
+		parentSnap = src.Snapshot.Name
+		f, ok := src.Snapshot.Handle.(*snapshotHandle)
+		if !ok {
+			return nil, fmt.Errorf("clone source snapshot %s has no handle", src.Snapshot.Name)
+		}
+		parent = f.volume
+	case src.Volume != nil:
+		parent = src.Volume
+	default:
+		return nil, backends.Errorf(backends.ErrInvalid, "clone without a source")
+	}
+	ph := handleOf(parent)
+	if ph == nil {
+		return nil, fmt.Errorf("clone source %s has no handle", parent.ID)
+	}
+	name := d.volumeName(req.Name)
+	if parentSnap == "" {
+		parentSnap = name
+		if err := d.client.CreateSnapshot(ctx, ph.vol.UUID, parentSnap); err != nil && !IsAlreadyExists(err) {
+			return nil, d.createFailure(err, "taking snapshot %s of %s for the clone", parentSnap, parent.ID)
+		}
+	}
+	err := d.client.CloneVolume(ctx, VolumeClone{Name: name, ParentVolume: ph.vol.Name, ParentSnapshot: parentSnap})
+	if err != nil && !IsAlreadyExists(err) {
+		return nil, d.createFailure(err, "cloning %s into %s", ph.vol.Name, name)
+	}
+	if err != nil {
+		if _, err := d.adopt(ctx, req); err != nil {
+			return nil, err
+		}
+	}
+	v, err := d.client.GetVolume(ctx, name)
+	if err != nil {
+		return nil, d.failure(err, "reading clone %s", name)
+	}
+	if s.SplitOnClone && !v.CloneSplitInitiated && v.IsClone {
+		if err := d.client.ModifyVolume(ctx, v.UUID, VolumeModify{SplitClone: true}); err != nil {
+			return nil, d.failure(err, "starting the split of clone %s", name)
+		}
+	}
+	return v, nil
+}
+
+// ListVolumes lists this backend's volumes: those under its storage
+// prefix that carry our record or Trident's naming.
+func (d *driver) listVolumes(ctx context.Context, lunSizes func(context.Context) (map[string]int64, error)) ([]*backends.Volume, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
+	vols, err := d.client.ListVolumes(ctx, tridentName(d.cfg.StoragePrefix))
+	if err != nil {
+		return nil, d.failure(err, "listing volumes")
+	}
+	var sizes map[string]int64
+	var out []*backends.Volume
+	for i := range vols {
+		v := &vols[i]
+		_, meta := decodeComment(v.Comment)
+		id, ok := d.volumeID(v, meta)
+		if !ok {
+			continue
+		}
+		usable := v.Size * int64(100-v.SnapshotReservePercent) / 100
+		if (meta == nil || meta.Size == 0) && lunSizes != nil {
+			if sizes == nil {
+				if sizes, err = lunSizes(ctx); err != nil {
+					return nil, err
+				}
+			}
+			usable = sizes[v.Name]
+		}
+		out = append(out, d.toVolume(id, v, meta, usable))
+	}
+	return out, nil
+}
+
+// deleteFlexVol deletes a FlexVol; gone already is done. A volume with
+// FlexClones cannot go before them: ErrInUse, naming the clones.
+func (d *driver) deleteFlexVol(ctx context.Context, vol *backends.Volume) error {
+	h := handleOf(vol)
+	err := d.client.DeleteVolume(ctx, h.vol.UUID, d.poolDefaults(vol.Pool).SkipRecoveryQueue)
+	switch {
+	case err == nil || IsNotFound(err):
+	case hasCode(err, "524615"):
+		clones, lerr := d.clonesOf(ctx, h.vol.Name, "")
+		if lerr != nil {
+			return d.failure(err, "deleting volume %s", vol.ID)
+		}
+		return backends.Errorf(backends.ErrInUse, "volume %s has clones %v; delete them first", vol.ID, names(clones))
+	default:
+		return d.failure(err, "deleting volume %s", vol.ID)
+	}
+	if vol.SourceVolumeID != "" {
+		d.deleteCloneSnapshot(ctx, vol)
+	}
+	return nil
+}
+
+// deleteCloneSnapshot removes the snapshot a clone of a volume was made
+// from (named after the clone), now that the clone is gone. It is best
+// effort: a leftover snapshot costs space, not correctness.
+func (d *driver) deleteCloneSnapshot(ctx context.Context, vol *backends.Volume) {
+	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": vol.ID, "source": vol.SourceVolumeID})
+	parent, err := d.client.GetVolume(ctx, d.volumeName(vol.SourceVolumeID))
+	if err != nil {
+		if !IsNotFound(err) {
+			log.WithError(err).Warn("could not find the clone's source to remove its snapshot")
+		}
+		return
+	}
+	name := handleOf(vol).vol.Name
+	snap, err := d.client.GetSnapshot(ctx, parent.UUID, name)
+	if err != nil {
+		return
+	}
+	if err := d.client.DeleteSnapshot(ctx, parent.UUID, snap.UUID); err != nil && !IsNotFound(err) {
+		log.WithError(err).Warn("could not remove the snapshot the clone was made from")
+	}
+}
+
+// clonesOf names the FlexClones of a volume (of one of its snapshots when
+// snapshot is set).
+func (d *driver) clonesOf(ctx context.Context, volume, snapshot string) ([]*Volume, error) {
+	vols, err := d.client.ListVolumes(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []*Volume
+	for i := range vols {
+		v := &vols[i]
+		if v.IsClone && v.CloneParentVolume == volume && (snapshot == "" || v.CloneParentSnapshot == snapshot) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// newComment renders the comment of a volume from its record.
+func (d *driver) newComment(meta *volumeMeta) (string, error) {
+	c, err := encodeComment(d.poolLabels(meta.Pool), meta)
+	if err != nil {
+		return "", backends.Errorf(backends.ErrInvalid, "%v", err)
+	}
+	return c, nil
+}
+
+// recordSize returns the comment of a volume after it grew to size,
+// creating a record for a volume Trident made (it has none).
+func (d *driver) recordSize(id string, h *handle, size int64) (string, error) {
+	meta := h.meta
+	if meta == nil {
+		meta = &volumeMeta{Name: id}
+	}
+	m := *meta
+	m.Size = size
+	labels, _ := decodeComment(h.vol.Comment)
+	c, err := encodeComment(labels, &m)
+	if err != nil {
+		return "", backends.Errorf(backends.ErrInvalid, "%v", err)
+	}
+	return c, nil
+}
+
+func names(vols []*Volume) []string {
+	out := make([]string, 0, len(vols))
+	for _, v := range vols {
+		out = append(out, v.Name)
+	}
+	slices.Sort(out)
+	return out
+}

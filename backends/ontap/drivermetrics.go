@@ -1,0 +1,17 @@
+package ontap
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// driftedRules counts export rules that a publish found changed on ONTAP
+// (other clients or access than the driver grants) and replaced (Trident
+// #965, #1181). A rule that is simply missing is added without counting:
+// statelessly, a vanished rule cannot be told from a node's first publish.
+// A rising count means something else edits the policies.
+var driftedRules = promauto.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "ontap_csi",
+	Name:      "export_rules_repaired_total",
+	Help:      "Export rules that ControllerPublishVolume found drifted on ONTAP and replaced, by backend.",
+}, []string{"backend"})

@@ -1,0 +1,135 @@
+package ontap
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestVolumeName(t *testing.T) {
+	long := strings.Repeat("x", 250)
+	for _, tc := range []struct {
+		prefix, name, want string
+	}{
+		// Trident's mapping, so that Trident's volumes are found.
+		{"trident_", "pvc-3a5e0d3c-1111-2222-3333-444455556666", "trident_pvc_3a5e0d3c_1111_2222_3333_444455556666"},
+		{"trident-", "pvc.a", "trident_pvc_a"},
+		{"", "my-vol", "my_vol"},
+		{"trident_", "-lead", "trident_lead"}, // "__" collapses, as in Trident
+	} {
+		if got := volumeName(tc.prefix, tc.name); got != tc.want {
+			t.Errorf("volumeName(%q, %q) = %q, want %q", tc.prefix, tc.name, got, tc.want)
+		}
+	}
+	valid := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,202}$`)
+	seen := map[string]string{}
+	for _, name := range []string{long, long + "y", "ünïcode", "ünïcodé", "9lives", "a b", "a/b", "", strings.Repeat("é", 64)} {
+		got := volumeName("", name)
+		if !valid.MatchString(got) {
+			t.Errorf("volumeName(%q) = %q is not a valid ONTAP volume name", name, got)
+		}
+		if got != volumeName("", name) {
+			t.Errorf("volumeName(%q) is not deterministic", name)
+		}
+		if other, dup := seen[got]; dup {
+			t.Errorf("%q and %q share ONTAP name %q", name, other, got)
+		}
+		seen[got] = name
+	}
+}
+
+func TestPVNameFromVolume(t *testing.T) {
+	for _, tc := range []struct {
+		prefix, volume, want string
+		ok                   bool
+	}{
+		{"trident_", "trident_pvc_3a5e0d3c_1111_2222_3333_444455556666", "pvc-3a5e0d3c-1111-2222-3333-444455556666", true},
+		{"trident-", "trident_pvc_3a5e0d3c_1111_2222_3333_444455556666", "pvc-3a5e0d3c-1111-2222-3333-444455556666", true},
+		{"trident_", "trident_pvc_notauuid", "", false},
+		{"trident_", "other_pvc_3a5e0d3c_1111_2222_3333_444455556666", "", false},
+		{"trident_", "trident_pvc_3A5E0D3C_1111_2222_3333_444455556666", "", false},
+	} {
+		got, ok := pvNameFromVolume(tc.prefix, tc.volume)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("pvNameFromVolume(%q, %q) = %q, %v", tc.prefix, tc.volume, got, ok)
+		}
+	}
+}
+
+func TestSnapshotName(t *testing.T) {
+	for _, keep := range []string{"snapshot-3a5e0d3c-1111-2222-3333-444455556666", "CreateSnapshot-snapshot-maxlen-ABCD" + strings.Repeat("a", 93)} {
+		if got := snapshotName(keep); got != keep {
+			t.Errorf("snapshotName(%q) = %q, want it unchanged (as Trident)", keep, got)
+		}
+	}
+	for _, odd := range []string{"a/b", "a,b", "a b", ".", "..", strings.Repeat("s", 300), "ünï"} {
+		got := snapshotName(odd)
+		if len(got) > maxSnapshotName || strings.ContainsAny(got, "/, ") || got == "." || got == ".." || !printableASCII(got) {
+			t.Errorf("snapshotName(%q) = %q is not a valid ONTAP snapshot name", odd, got)
+		}
+	}
+	if snapshotName("a/b") == snapshotName("a,b") {
+		t.Error("distinct names collide")
+	}
+}
+
+func TestIgroupName(t *testing.T) {
+	id := nameUUID("x")
+	if got := igroupName("worker-1", id); got != "worker-1-"+id {
+		t.Errorf("igroupName = %q", got)
+	}
+	a := igroupName(strings.Repeat("n", 70)+"a", id)
+	b := igroupName(strings.Repeat("n", 70)+"b", id)
+	if len(a) > maxIgroupName || len(b) > maxIgroupName || a == b || !strings.HasSuffix(a, "-"+id) {
+		t.Errorf("long node names: %q (%d), %q", a, len(a), b)
+	}
+	re := nodeIgroupRE("worker-1", id)
+	for name, want := range map[string]bool{
+		"worker-1-" + id: true,
+		"worker-1-9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a": true, // Trident's
+		"worker-10-" + id:      false,
+		"worker-1-trident":     false,
+		"trident":              false,
+		"xworker-1-" + id:      false,
+		"worker-1-" + id + "x": false,
+	} {
+		if got := re.MatchString(name); got != want {
+			t.Errorf("nodeIgroupRE matches %q: %v, want %v", name, got, want)
+		}
+	}
+	// Trident truncates long node names to fit 96 characters.
+	long := strings.Repeat("n", 80)
+	if !nodeIgroupRE(long, id).MatchString(long[:59] + "-9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a") {
+		t.Error("Trident's truncated igroup name not recognised")
+	}
+}
+
+func TestNameUUID(t *testing.T) {
+	u := nameUUID("ontap-csi:igroups:svm-uuid")
+	if !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(u) {
+		t.Errorf("%q is not a version 5 UUID", u)
+	}
+	if u != nameUUID("ontap-csi:igroups:svm-uuid") || u == nameUUID("ontap-csi:igroups:other") {
+		t.Error("nameUUID is not a function of its name")
+	}
+}
+
+func TestFlexVolSize(t *testing.T) {
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		want    int64
+		reserve int
+		factor  float64
+		size    int64
+	}{
+		{gib, 0, 1, gib},
+		{gib, 20, 1, 1342177280}, // 1 GiB / 0.8
+		{10 * gib, 0, 1.1, 11811160064},
+		{1, 0, 1, MinimumVolumeSize},
+		{gib + 1, 0, 1, gib + 4096},
+	} {
+		if got := flexVolSize(tc.want, tc.reserve, tc.factor); got != tc.size {
+			t.Errorf("flexVolSize(%d, %d, %v) = %d, want %d", tc.want, tc.reserve, tc.factor, got, tc.size)
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package controller
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+)
+
+// fakeBackend is an in-memory backends.Backend for the controller's own
+// logic: arguments, capabilities, placement, IDs, idempotency, codes.
+// ONTAP behaviour is tested against the simulator, not here.
+type fakeBackend struct {
+	name     string
+	driver   string
+	protocol backends.Protocol
+	limits   backends.Limits
+	pools    []backends.Pool
+
+	mu        sync.Mutex
+	vols      map[string]*backends.Volume
+	snaps     map[string]*backends.Snapshot // "<vol>/<snap>"
+	published map[string][]string           // volume -> node names
+	failWith  error                         // returned by every call when set
+	creates   []*backends.CreateRequest
+	// With block set, CreateVolume signals entered and waits on block.
+	block, entered chan struct{}
+}
+
+func newFake(name, driver string, protocol backends.Protocol, pools ...backends.Pool) *fakeBackend {
+	if len(pools) == 0 {
+		pools = []backends.Pool{{Name: "aggr1", ProvisioningTypes: []string{"thin", "thick"}}}
+	}
+	return &fakeBackend{
+		name: name, driver: driver, protocol: protocol, pools: pools,
+		limits: backends.Limits{MinVolumeSize: 20 << 20, DefaultVolumeSize: 1 << 30},
+		vols:   map[string]*backends.Volume{}, snaps: map[string]*backends.Snapshot{}, published: map[string][]string{},
+	}
+}
+
+func (f *fakeBackend) Name() string                { return f.name }
+func (f *fakeBackend) Driver() string              { return f.driver }
+func (f *fakeBackend) Protocol() backends.Protocol { return f.protocol }
+func (f *fakeBackend) Limits() backends.Limits     { return f.limits }
+func (f *fakeBackend) SnapshotName(n string) string {
+	return n
+}
+
+func (f *fakeBackend) Pools(context.Context) ([]backends.Pool, error) {
+	if f.failWith != nil {
+		return nil, f.failWith
+	}
+	return f.pools, nil
+}
+
+func (f *fakeBackend) Capacity(_ context.Context, pool string) (*backends.Capacity, error) {
+	return &backends.Capacity{Available: int64(len(pool)) << 30, MaxVolumeSize: f.limits.MaxVolumeSize}, nil
+}
+
+func (f *fakeBackend) CreateVolume(_ context.Context, r *backends.CreateRequest) (*backends.Volume, error) {
+	if f.block != nil {
+		f.entered <- struct{}{}
+		<-f.block
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return nil, f.failWith
+	}
+	f.creates = append(f.creates, r)
+	v := &backends.Volume{
+		ID: r.Name, Backend: f.name, Owner: f.name, Pool: r.Pool, SizeBytes: r.SizeBytes,
+		AccessType: r.AccessType, FSType: r.FSType, Topologies: r.Topologies,
+		Context: map[string]string{"name": r.Name},
+	}
+	if s := r.Source; s != nil {
+		if s.Snapshot != nil {
+			v.SourceSnapshotID = s.Snapshot.VolumeID + "/" + s.Snapshot.Name
+		} else {
+			v.SourceVolumeID = s.Volume.ID
+		}
+	}
+	f.vols[r.Name] = v
+	return v, nil
+}
+
+func (f *fakeBackend) Volume(_ context.Context, id string) (*backends.Volume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return nil, f.failWith
+	}
+	v, ok := f.vols[id]
+	if !ok {
+		return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found", id)
+	}
+	c := *v
+	return &c, nil
+}
+
+func (f *fakeBackend) ListVolumes(context.Context) ([]*backends.Volume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*backends.Volume
+	for _, v := range f.vols {
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (f *fakeBackend) DeleteVolume(_ context.Context, v *backends.Volume) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.snaps {
+		if s.VolumeID == v.ID {
+			return backends.Errorf(backends.ErrInUse, "volume %s has snapshots", v.ID)
+		}
+	}
+	delete(f.vols, v.ID)
+	return nil
+}
+
+func (f *fakeBackend) ExpandVolume(_ context.Context, v *backends.Volume, size int64) (*backends.Volume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vols[v.ID].SizeBytes = size
+	c := *f.vols[v.ID]
+	return &c, nil
+}
+
+func (f *fakeBackend) Publish(_ context.Context, v *backends.Volume, r *backends.PublishRequest) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.published[v.ID] = append(f.published[v.ID], r.Node.Name)
+	return map[string]string{"protocol": string(f.protocol), "node": r.Node.Name, "iqn": r.Node.IQN}, nil
+}
+
+func (f *fakeBackend) Unpublish(_ context.Context, v *backends.Volume, node string, _ *backends.Node) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var keep []string
+	for _, n := range f.published[v.ID] {
+		if n != node {
+			keep = append(keep, n)
+		}
+	}
+	f.published[v.ID] = keep
+	return nil
+}
+
+func (f *fakeBackend) CreateSnapshot(_ context.Context, v *backends.Volume, name string) (*backends.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := &backends.Snapshot{Name: name, VolumeID: v.ID, CreatedAt: time.Unix(1700000000, 0), SizeBytes: v.SizeBytes, Ready: true}
+	f.snaps[v.ID+"/"+name] = s
+	return s, nil
+}
+
+func (f *fakeBackend) Snapshots(_ context.Context, flt backends.SnapshotFilter) ([]*backends.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*backends.Snapshot
+	for _, s := range f.snaps {
+		if flt.Volume != nil && s.VolumeID != flt.Volume.ID || flt.Name != "" && s.Name != flt.Name {
+			continue
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (f *fakeBackend) DeleteSnapshot(_ context.Context, s *backends.Snapshot) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.snaps, s.VolumeID+"/"+s.Name)
+	return nil
+}

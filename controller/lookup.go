@@ -1,0 +1,99 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+)
+
+// found is a volume together with the backend serving it.
+type found struct {
+	vol     *backends.Volume
+	backend backends.Backend
+}
+
+// findVolume resolves a volume ID by asking every backend, as Trident's
+// IDs carry no backend. It fails with backends.ErrNotFound only when every
+// backend answered that it does not have the volume: a backend that could
+// not answer may hold it, and deleting or reporting it gone would be wrong.
+func (s *Service) findVolume(ctx context.Context, id string) (*found, error) {
+	type answer struct {
+		vol *backends.Volume
+		err error
+	}
+	answers := make([]answer, len(s.backends))
+	if len(s.backends) == 1 {
+		v, err := s.backends[0].Volume(ctx, id)
+		answers[0] = answer{v, err}
+	} else {
+		var wg sync.WaitGroup
+		for i, b := range s.backends {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v, err := b.Volume(ctx, id)
+				answers[i] = answer{v, err}
+			}()
+		}
+		wg.Wait()
+	}
+	var hits []found
+	var failure error
+	for i, a := range answers {
+		switch {
+		case a.err == nil:
+			hits = append(hits, found{a.vol, s.backends[i]})
+		case !errors.Is(a.err, backends.ErrNotFound) && failure == nil:
+			failure = fmt.Errorf("backend %s: %w", s.backends[i].Name(), a.err)
+		}
+	}
+	if len(hits) > 0 {
+		return ownerOf(ctx, hits), nil
+	}
+	if failure != nil {
+		return nil, failure
+	}
+	return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found", id)
+}
+
+// ownerOf picks, among backends that see the same volume (they share an
+// SVM and a storage prefix), the one recorded as its creator, else the
+// first configured.
+func ownerOf(ctx context.Context, hits []found) *found {
+	if len(hits) > 1 {
+		logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": hits[0].vol.ID, "backends": len(hits)}).
+			Debug("volume is visible through several backends")
+	}
+	for i := range hits {
+		if hits[i].vol.Owner == hits[i].backend.Name() {
+			return &hits[i]
+		}
+	}
+	return &hits[0]
+}
+
+// allVolumes lists the volumes of every backend, each once, sorted by ID.
+func (s *Service) allVolumes(ctx context.Context) ([]found, error) {
+	byID := map[string][]found{}
+	for _, b := range s.backends {
+		vols, err := b.ListVolumes(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: %w", b.Name(), err)
+		}
+		for _, v := range vols {
+			byID[v.ID] = append(byID[v.ID], found{v, b})
+		}
+	}
+	out := make([]found, 0, len(byID))
+	for _, hits := range byID {
+		out = append(out, *ownerOf(ctx, hits))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].vol.ID < out[j].vol.ID })
+	return out, nil
+}

@@ -1,0 +1,198 @@
+package controller
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+)
+
+// parameters are the StorageClass parameters Trident honours, parsed.
+// Placement keys choose backends and pools; the rest become VolumeOptions.
+type parameters struct {
+	backendType      string
+	storagePools     poolList // nil: every pool
+	additionalPools  poolList
+	excludePools     poolList
+	selector         labels.Selector // nil: no label constraint
+	media            string
+	provisioningType string
+	options          backends.VolumeOptions
+}
+
+// tridentPrefix marks Trident's PVC-annotation spelling of a parameter
+// (trident.netapp.io/snapshotPolicy); both spellings are accepted.
+const tridentPrefix = "trident.netapp.io/"
+
+// parseParameters validates a StorageClass's parameters. Unknown keys are
+// refused, as Trident refuses a StorageClass with unknown attributes,
+// except the CO's own csi.storage.k8s.io/ keys.
+func parseParameters(params map[string]string) (*parameters, error) {
+	p := &parameters{}
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		raw := params[key]
+		v := strings.TrimSpace(raw)
+		k := strings.TrimPrefix(key, tridentPrefix)
+		var err error
+		switch k {
+		case "backendType":
+			p.backendType = v
+		case "storagePools":
+			p.storagePools, err = parsePoolList(v)
+		case "additionalStoragePools", "requiredStorage":
+			var l poolList
+			l, err = parsePoolList(v)
+			p.additionalPools = append(p.additionalPools, l...)
+		case "excludeStoragePools":
+			p.excludePools, err = parsePoolList(v)
+		case "selector":
+			// Trident separates requirements with ';'.
+			p.selector, err = labels.Parse(strings.ReplaceAll(v, ";", ","))
+		case "media":
+			err = oneOf(v, "hdd", "ssd", "hybrid")
+			p.media = v
+		case "provisioningType":
+			err = oneOf(v, "thin", "thick")
+			p.provisioningType = v
+			p.options.SpaceReserve = map[string]string{"thin": "none", "thick": "volume"}[v]
+		case "snapshots", "clones":
+			// ONTAP pools offer both; only a request for "false" is
+			// unusual, and it is satisfied by not using them.
+			_, err = strconv.ParseBool(v)
+		case "encryption":
+			p.options.Encryption, err = parseBoolPtr(v)
+		case "snapshotPolicy":
+			p.options.SnapshotPolicy = v
+		case "snapshotReserve":
+			var n int
+			n, err = strconv.Atoi(strings.TrimSuffix(v, "%"))
+			if err == nil && (n < 0 || n > 90) {
+				err = fmt.Errorf("%d is outside 0..90 percent", n)
+			}
+			p.options.SnapshotReserve = &n
+		case "snapshotDirectory", "snapshotDir":
+			p.options.SnapshotDir, err = parseBoolPtr(v)
+		case "unixPermissions":
+			p.options.UnixPermissions = v
+		case "exportPolicy":
+			p.options.ExportPolicy = v
+		case "securityStyle":
+			err = oneOf(v, "unix", "mixed", "ntfs")
+			p.options.SecurityStyle = v
+		case "splitOnClone":
+			p.options.SplitOnClone, err = parseBoolPtr(v)
+		case "tieringPolicy":
+			p.options.TieringPolicy = v
+		case "qosPolicy":
+			p.options.QoSPolicy = v
+		case "nasType":
+			err = oneOf(strings.ToLower(v), "nfs")
+		case "sanType":
+			err = oneOf(strings.ToLower(v), "iscsi")
+		case "fsType", "fstype":
+			// The CO turns it into the capability's fs_type.
+		default:
+			if strings.HasPrefix(key, "csi.storage.k8s.io/") {
+				continue // the CO's metadata (PVC name, namespace)
+			}
+			return nil, invalidArg("StorageClass parameter %q is not supported", key)
+		}
+		if err != nil {
+			return nil, invalidArg("StorageClass parameter %s=%q: %v", key, raw, err)
+		}
+	}
+	return p, nil
+}
+
+func oneOf(v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("want one of %s", strings.Join(allowed, ", "))
+}
+
+func parseBoolPtr(v string) (*bool, error) {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, fmt.Errorf("not a boolean")
+	}
+	return &b, nil
+}
+
+// poolList is Trident's "backend:pool1,pool2;backend2:pool3" where each
+// name is a regular expression matched against the whole name.
+type poolList []poolPattern
+
+type poolPattern struct {
+	backend *regexp.Regexp
+	pools   []*regexp.Regexp
+}
+
+func parsePoolList(v string) (poolList, error) {
+	var out poolList
+	for _, entry := range strings.Split(v, ";") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		backend, pools, ok := strings.Cut(entry, ":")
+		if !ok {
+			return nil, fmt.Errorf("%q: want backend:pool[,pool...]", entry)
+		}
+		be, err := anchored(backend)
+		if err != nil {
+			return nil, err
+		}
+		pp := poolPattern{backend: be}
+		for _, pool := range strings.Split(pools, ",") {
+			re, err := anchored(pool)
+			if err != nil {
+				return nil, err
+			}
+			pp.pools = append(pp.pools, re)
+		}
+		out = append(out, pp)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no backend:pool entry")
+	}
+	return out, nil
+}
+
+func anchored(expr string) (*regexp.Regexp, error) {
+	expr = strings.TrimSpace(expr)
+	if expr == "" {
+		return nil, fmt.Errorf("empty name")
+	}
+	re, err := regexp.Compile("^(?:" + expr + ")$")
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a valid regular expression", expr)
+	}
+	return re, nil
+}
+
+func (l poolList) matches(backend, pool string) bool {
+	for _, p := range l {
+		if !p.backend.MatchString(backend) {
+			continue
+		}
+		for _, re := range p.pools {
+			if re.MatchString(pool) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+)
+
+// ControllerPublishVolume gives a node access to a volume (per-node igroup
+// and LUN map, or an export rule) and returns Trident's publish_context.
+func (s *Service) ControllerPublishVolume(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
+	pc, err := s.publish(ctx, req)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &csi.ControllerPublishVolumeResponse{PublishContext: pc}, nil
+}
+
+func (s *Service) publish(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (map[string]string, error) {
+	id, nodeID := req.GetVolumeId(), req.GetNodeId()
+	if id == "" {
+		return nil, invalidArg("volume ID is required")
+	}
+	if nodeID == "" {
+		return nil, invalidArg("node ID is required")
+	}
+	if req.GetVolumeCapability() == nil {
+		return nil, invalidArg("volume capability is required")
+	}
+	use, err := parseCapabilities([]*csi.VolumeCapability{req.GetVolumeCapability()})
+	if err != nil {
+		return nil, err
+	}
+	unlock, ok := s.locks.tryLock(volumeKey(id))
+	if !ok {
+		return nil, pending(id)
+	}
+	defer unlock()
+	f, err := s.findVolume(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	node, err := s.nodes.Node(ctx, nodeID)
+	if err != nil {
+		if errors.Is(err, ErrNodeNotFound) {
+			return nil, notFound("node %s was not found", nodeID)
+		}
+		return nil, backends.Errorf(backends.ErrUnavailable, "looking up node %s: %w", nodeID, err)
+	}
+	if err := use.fitsVolume(f.backend.Protocol(), f.vol); err != nil {
+		return nil, invalidArg("%v", err)
+	}
+	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "node": nodeID, "backend": f.backend.Name()}).Info("publishing volume")
+	return f.backend.Publish(ctx, f.vol, &backends.PublishRequest{
+		Node:         backends.Node{Name: node.Name, IQN: node.IQN, IPs: node.IPs},
+		AccessType:   use.access,
+		ReadOnly:     req.GetReadonly(),
+		MountOptions: mountOptions(use.mountFlags),
+		FSType:       use.fsType,
+	})
+}
+
+// mountOptions flattens mount flags, which StorageClasses give either one
+// per entry or comma-joined.
+func mountOptions(flags []string) []string {
+	var out []string
+	for _, f := range flags {
+		for _, o := range strings.Split(f, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}
+
+// ControllerUnpublishVolume revokes a node's access. A volume that is gone
+// is unpublished; a node that is gone is handled by name (Trident #691).
+func (s *Service) ControllerUnpublishVolume(ctx context.Context, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+	if err := s.unpublish(ctx, req); err != nil {
+		return nil, grpcError(err)
+	}
+	return &csi.ControllerUnpublishVolumeResponse{}, nil
+}
+
+func (s *Service) unpublish(ctx context.Context, req *csi.ControllerUnpublishVolumeRequest) error {
+	id, nodeID := req.GetVolumeId(), req.GetNodeId()
+	if id == "" {
+		return invalidArg("volume ID is required")
+	}
+	unlock, ok := s.locks.tryLock(volumeKey(id))
+	if !ok {
+		return pending(id)
+	}
+	defer unlock()
+	f, err := s.findVolume(ctx, id)
+	if errors.Is(err, backends.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "node": nodeID, "backend": f.backend.Name()})
+	var node *backends.Node
+	if nodeID != "" {
+		info, err := s.nodes.Node(ctx, nodeID)
+		switch {
+		case err == nil:
+			node = &backends.Node{Name: info.Name, IQN: info.IQN, IPs: info.IPs}
+		case errors.Is(err, ErrNodeNotFound):
+			log.Info("node is not registered; unpublishing by its name only")
+		default:
+			return backends.Errorf(backends.ErrUnavailable, "looking up node %s: %w", nodeID, err)
+		}
+	}
+	log.Info("unpublishing volume")
+	return f.backend.Unpublish(ctx, f.vol, nodeID, node)
+}

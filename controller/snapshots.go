@@ -1,0 +1,205 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+)
+
+// CreateSnapshot takes a snapshot, or returns the one a previous call took.
+// Snapshot names are unique across volumes (CSI): the same name on another
+// volume is AlreadyExists.
+func (s *Service) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+	snap, err := s.createSnapshot(ctx, req)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &csi.CreateSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
+}
+
+func (s *Service) createSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*backends.Snapshot, error) {
+	name, volID := req.GetName(), req.GetSourceVolumeId()
+	if name == "" {
+		return nil, invalidArg("snapshot name is required")
+	}
+	if volID == "" {
+		return nil, invalidArg("source volume ID is required")
+	}
+	unlock, ok := s.locks.tryLock(snapshotKey(name))
+	if !ok {
+		return nil, pending("snapshot " + name)
+	}
+	defer unlock()
+
+	for _, b := range s.backends {
+		snaps, err := b.Snapshots(ctx, backends.SnapshotFilter{Name: b.SnapshotName(name)})
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: %w", b.Name(), err)
+		}
+		for _, sn := range snaps {
+			if sn.VolumeID != volID {
+				return nil, alreadyExists("snapshot %s already exists on volume %s", name, sn.VolumeID)
+			}
+			return sn, nil
+		}
+	}
+	f, err := s.findVolume(ctx, volID)
+	if errors.Is(err, backends.ErrNotFound) {
+		return nil, notFound("source volume %s not found", volID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	logrus.WithContext(ctx).WithFields(logrus.Fields{"snapshot": name, "volume": volID, "backend": f.backend.Name()}).Info("creating snapshot")
+	return f.backend.CreateSnapshot(ctx, f.vol, name)
+}
+
+// DeleteSnapshot deletes a snapshot; an unknown or malformed ID is deleted.
+func (s *Service) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
+	id := req.GetSnapshotId()
+	if id == "" {
+		return nil, grpcError(invalidArg("snapshot ID is required"))
+	}
+	volID, name, ok := parseSnapshotID(id)
+	if !ok {
+		return &csi.DeleteSnapshotResponse{}, nil
+	}
+	unlock, ok := s.locks.tryLock(volumeKey(volID))
+	if !ok {
+		return nil, grpcError(pending(volID))
+	}
+	defer unlock()
+	snap, f, err := s.findSnapshot(ctx, volID, name)
+	if errors.Is(err, backends.ErrNotFound) {
+		return &csi.DeleteSnapshotResponse{}, nil
+	}
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	logrus.WithContext(ctx).WithFields(logrus.Fields{"snapshot": id, "backend": f.backend.Name()}).Info("deleting snapshot")
+	if err := f.backend.DeleteSnapshot(ctx, snap); err != nil {
+		return nil, grpcError(err)
+	}
+	return &csi.DeleteSnapshotResponse{}, nil
+}
+
+// findSnapshot returns a snapshot by its volume ID and backend name.
+func (s *Service) findSnapshot(ctx context.Context, volID, name string) (*backends.Snapshot, *found, error) {
+	f, err := s.findVolume(ctx, volID)
+	if err != nil {
+		return nil, nil, err
+	}
+	snaps, err := f.backend.Snapshots(ctx, backends.SnapshotFilter{Volume: f.vol, Name: name})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(snaps) == 0 {
+		return nil, nil, backends.Errorf(backends.ErrNotFound, "snapshot %s not found", snapshotID(volID, name))
+	}
+	return snaps[0], f, nil
+}
+
+// GetSnapshot returns one snapshot by ID.
+func (s *Service) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+	id := req.GetSnapshotId()
+	if id == "" {
+		return nil, grpcError(invalidArg("snapshot ID is required"))
+	}
+	volID, name, ok := parseSnapshotID(id)
+	if !ok {
+		return nil, grpcError(notFound("snapshot %q not found", id))
+	}
+	snap, _, err := s.findSnapshot(ctx, volID, name)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &csi.GetSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
+}
+
+// ListSnapshots pages through snapshots in ID order, optionally those of one
+// volume or the one with a given ID. Unknown IDs give an empty list (CSI).
+func (s *Service) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
+	if req.GetMaxEntries() < 0 {
+		return nil, grpcError(invalidArg("max_entries must not be negative"))
+	}
+	start, ok := parsePageToken(req.GetStartingToken())
+	if !ok {
+		return nil, grpcError(abortedToken(req.GetStartingToken()))
+	}
+	snaps, err := s.listSnapshots(ctx, req.GetSnapshotId(), req.GetSourceVolumeId())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	sort.Slice(snaps, func(i, j int) bool { return snapshotIDOf(snaps[i]) < snapshotIDOf(snaps[j]) })
+	entries, next := page(snaps, snapshotIDOf, start, int(req.GetMaxEntries()))
+	resp := &csi.ListSnapshotsResponse{NextToken: next}
+	for _, sn := range entries {
+		resp.Entries = append(resp.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: csiSnapshot(sn)})
+	}
+	return resp, nil
+}
+
+func (s *Service) listSnapshots(ctx context.Context, snapID, volID string) ([]*backends.Snapshot, error) {
+	if snapID != "" {
+		v, name, ok := parseSnapshotID(snapID)
+		if !ok || volID != "" && v != volID {
+			return nil, nil
+		}
+		snap, _, err := s.findSnapshot(ctx, v, name)
+		if errors.Is(err, backends.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []*backends.Snapshot{snap}, nil
+	}
+	if volID != "" {
+		f, err := s.findVolume(ctx, volID)
+		if errors.Is(err, backends.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return f.backend.Snapshots(ctx, backends.SnapshotFilter{Volume: f.vol})
+	}
+	// Backends sharing an SVM report the same snapshots: keep each ID once.
+	seen := map[string]bool{}
+	var out []*backends.Snapshot
+	for _, b := range s.backends {
+		snaps, err := b.Snapshots(ctx, backends.SnapshotFilter{})
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: %w", b.Name(), err)
+		}
+		for _, sn := range snaps {
+			if id := snapshotIDOf(sn); !seen[id] {
+				seen[id] = true
+				out = append(out, sn)
+			}
+		}
+	}
+	return out, nil
+}
+
+func snapshotIDOf(sn *backends.Snapshot) string { return snapshotID(sn.VolumeID, sn.Name) }
+
+func csiSnapshot(sn *backends.Snapshot) *csi.Snapshot {
+	out := &csi.Snapshot{
+		SnapshotId:     snapshotIDOf(sn),
+		SourceVolumeId: sn.VolumeID,
+		SizeBytes:      sn.SizeBytes,
+		ReadyToUse:     sn.Ready,
+	}
+	if !sn.CreatedAt.IsZero() {
+		out.CreationTime = timestamppb.New(sn.CreatedAt)
+	}
+	return out
+}

@@ -1,0 +1,377 @@
+package controller
+
+import (
+	"context"
+	"errors"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+)
+
+// CreateVolume creates a volume named after the CSI name, or returns the
+// one a previous call created.
+func (s *Service) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	vol, err := s.createVolume(ctx, req)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &csi.CreateVolumeResponse{Volume: csiVolume(vol)}, nil
+}
+
+func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*backends.Volume, error) {
+	name := req.GetName()
+	if name == "" {
+		return nil, invalidArg("volume name is required")
+	}
+	use, err := parseCapabilities(req.GetVolumeCapabilities())
+	if err != nil {
+		return nil, err
+	}
+	rng := req.GetCapacityRange()
+	if rng.GetRequiredBytes() < 0 || rng.GetLimitBytes() < 0 {
+		return nil, outOfRange("capacity range must not be negative")
+	}
+	if rng.GetLimitBytes() > 0 && rng.GetRequiredBytes() > rng.GetLimitBytes() {
+		return nil, outOfRange("required bytes %d exceed limit bytes %d", rng.GetRequiredBytes(), rng.GetLimitBytes())
+	}
+	params, err := parseParameters(req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	if len(req.GetMutableParameters()) > 0 {
+		return nil, invalidArg("mutable parameters (VolumeAttributesClass) are not supported")
+	}
+
+	unlock, ok := s.locks.tryLock(volumeKey(name))
+	if !ok {
+		return nil, pending(name)
+	}
+	defer unlock()
+	log := logrus.WithContext(ctx).WithField("volume", name)
+
+	// Idempotency: the name is the volume ID, so an earlier attempt is
+	// found by looking the ID up.
+	var resume *found
+	existing, err := s.findVolume(ctx, name)
+	switch {
+	case err == nil:
+		if err := compatible(existing, req, use); err != nil {
+			return nil, err
+		}
+		if !existing.vol.Incomplete {
+			log.Debug("volume exists; returning it")
+			return existing.vol, nil
+		}
+		// The backend's create completes what the earlier attempt left.
+		log.Info("completing a volume an earlier attempt left half-made")
+		resume = existing
+	case !errors.Is(err, backends.ErrNotFound):
+		return nil, err
+	}
+
+	src, err := s.contentSource(ctx, req.GetVolumeContentSource())
+	if err != nil {
+		return nil, err
+	}
+	if src != nil {
+		return s.createClone(ctx, name, req, use, params, src)
+	}
+
+	places, err := s.placements(ctx, params, use, req.GetAccessibilityRequirements(), name)
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for _, pl := range places {
+		if resume != nil && (pl.backend != resume.backend || resume.vol.Pool != "" && pl.pool.Name != resume.vol.Pool) {
+			continue
+		}
+		size, err := volumeSize(rng, pl.backend.Limits(), 0)
+		if err != nil {
+			return nil, err
+		}
+		vol, err := s.create(ctx, pl.backend, createRequest(name, pl.pool.Name, size, use, params, nil, pl.topologies))
+		if err == nil || !errors.Is(err, backends.ErrExhausted) {
+			return vol, err
+		}
+		log.WithError(err).WithFields(logrus.Fields{"backend": pl.backend.Name(), "pool": pl.pool.Name}).Info("pool is full; trying the next one")
+		lastErr = err
+	}
+	if lastErr == nil {
+		// Only a resumed create gets here: its pool no longer matches.
+		return nil, alreadyExists("volume %s exists on backend %s, pool %s, which the request no longer selects",
+			name, resume.backend.Name(), resume.vol.Pool)
+	}
+	return nil, lastErr
+}
+
+func (s *Service) create(ctx context.Context, b backends.Backend, r *backends.CreateRequest) (*backends.Volume, error) {
+	logrus.WithContext(ctx).WithFields(logrus.Fields{
+		"volume": r.Name, "backend": b.Name(), "pool": r.Pool, "size": r.SizeBytes, "access": r.AccessType,
+	}).Info("creating volume")
+	return b.CreateVolume(ctx, r)
+}
+
+func createRequest(name, pool string, size int64, use *volumeUse, p *parameters, src *backends.Source, topo []map[string]string) *backends.CreateRequest {
+	r := &backends.CreateRequest{
+		Name: name, Pool: pool, SizeBytes: size, AccessType: use.access, FSType: use.fsType,
+		Options: p.options, Source: src, Topologies: topo,
+	}
+	if use.access == backends.AccessBlock {
+		r.FSType = backends.FSTypeRaw
+	}
+	return r
+}
+
+// compatible decides whether an existing volume answers a create request
+// for its name (CSI: otherwise AlreadyExists).
+func compatible(f *found, req *csi.CreateVolumeRequest, use *volumeUse) error {
+	v := f.vol
+	rng := req.GetCapacityRange()
+	// A half-made volume's size is not final yet; completing it sets it.
+	if v.SizeBytes > 0 && !v.Incomplete {
+		if v.SizeBytes < rng.GetRequiredBytes() || rng.GetLimitBytes() > 0 && v.SizeBytes > rng.GetLimitBytes() {
+			return alreadyExists("volume %s exists with %d bytes, outside the requested range [%d, %d]",
+				v.ID, v.SizeBytes, rng.GetRequiredBytes(), rng.GetLimitBytes())
+		}
+	}
+	if err := use.fitsVolume(f.backend.Protocol(), v); err != nil {
+		return alreadyExists("volume %s exists and does not fit the request: %v", v.ID, err)
+	}
+	switch src := req.GetVolumeContentSource(); {
+	case src.GetSnapshot() != nil && src.GetSnapshot().GetSnapshotId() != v.SourceSnapshotID:
+		return alreadyExists("volume %s exists but was not created from snapshot %s", v.ID, src.GetSnapshot().GetSnapshotId())
+	case src.GetVolume() != nil && src.GetVolume().GetVolumeId() != v.SourceVolumeID:
+		return alreadyExists("volume %s exists but was not cloned from volume %s", v.ID, src.GetVolume().GetVolumeId())
+	}
+	if p, _ := parseParameters(req.GetParameters()); p != nil && p.backendType != "" && p.backendType != f.backend.Driver() {
+		return alreadyExists("volume %s exists on a %s backend, not %s", v.ID, f.backend.Driver(), p.backendType)
+	}
+	return nil
+}
+
+// volumeSize turns a capacity range into the size to create: the required
+// bytes, or the backend's default when none are given, raised to the
+// backend's minimum and to floor (a clone's source size).
+func volumeSize(rng *csi.CapacityRange, lim backends.Limits, floor int64) (int64, error) {
+	required, limit := rng.GetRequiredBytes(), rng.GetLimitBytes()
+	size := required
+	if size == 0 {
+		size = max(lim.DefaultVolumeSize, floor)
+		if limit > 0 && size > limit {
+			size = limit
+		}
+	}
+	size = max(size, floor, lim.MinVolumeSize)
+	switch {
+	case limit > 0 && size > limit && floor > limit:
+		return 0, outOfRange("the source holds %d bytes, more than the limit of %d", floor, limit)
+	case limit > 0 && size > limit:
+		return 0, outOfRange("the smallest volume is %d bytes, more than the limit of %d", lim.MinVolumeSize, limit)
+	case lim.MaxVolumeSize > 0 && size > lim.MaxVolumeSize:
+		return 0, outOfRange("%d bytes exceed the backend's limitVolumeSize of %d bytes", size, lim.MaxVolumeSize)
+	}
+	return size, nil
+}
+
+// DeleteVolume deletes a volume; an unknown one is already deleted.
+func (s *Service) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, grpcError(invalidArg("volume ID is required"))
+	}
+	unlock, ok := s.locks.tryLock(volumeKey(id))
+	if !ok {
+		return nil, grpcError(pending(id))
+	}
+	defer unlock()
+	f, err := s.findVolume(ctx, id)
+	if errors.Is(err, backends.ErrNotFound) {
+		return &csi.DeleteVolumeResponse{}, nil
+	}
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "backend": f.backend.Name()}).Info("deleting volume")
+	if err := f.backend.DeleteVolume(ctx, f.vol); err != nil {
+		return nil, grpcError(err)
+	}
+	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// ValidateVolumeCapabilities confirms the capabilities a volume supports.
+func (s *Service) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, grpcError(invalidArg("volume ID is required"))
+	}
+	use, err := parseCapabilities(req.GetVolumeCapabilities())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	if _, err := parseParameters(req.GetParameters()); err != nil {
+		return &csi.ValidateVolumeCapabilitiesResponse{Message: err.Error()}, nil
+	}
+	f, err := s.findVolume(ctx, id)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	if err := use.fitsVolume(f.backend.Protocol(), f.vol); err != nil {
+		return &csi.ValidateVolumeCapabilitiesResponse{Message: err.Error()}, nil
+	}
+	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeContext:      req.GetVolumeContext(),
+		VolumeCapabilities: req.GetVolumeCapabilities(),
+		Parameters:         req.GetParameters(),
+		MutableParameters:  req.GetMutableParameters(),
+	}}, nil
+}
+
+// ListVolumes pages through the volumes of all backends in ID order.
+func (s *Service) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
+	if req.GetMaxEntries() < 0 {
+		return nil, grpcError(invalidArg("max_entries must not be negative"))
+	}
+	start, ok := parsePageToken(req.GetStartingToken())
+	if !ok {
+		return nil, grpcError(abortedToken(req.GetStartingToken()))
+	}
+	vols, err := s.allVolumes(ctx)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	entries, next := page(vols, func(f found) string { return f.vol.ID }, start, int(req.GetMaxEntries()))
+	resp := &csi.ListVolumesResponse{NextToken: next}
+	for _, f := range entries {
+		resp.Entries = append(resp.Entries, &csi.ListVolumesResponse_Entry{Volume: csiVolume(f.vol)})
+	}
+	return resp, nil
+}
+
+// GetCapacity reports the space of the largest pool that could take a
+// volume with these parameters: a volume lives in one pool, so a sum over
+// pools (which may share an aggregate) would promise more than fits.
+func (s *Service) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	params, err := parseParameters(req.GetParameters())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	var use *volumeUse
+	if len(req.GetVolumeCapabilities()) > 0 {
+		if use, err = parseCapabilities(req.GetVolumeCapabilities()); err != nil {
+			return nil, grpcError(err)
+		}
+	}
+	var topo *csi.TopologyRequirement
+	if t := req.GetAccessibleTopology(); t != nil {
+		topo = &csi.TopologyRequirement{Requisite: []*csi.Topology{t}}
+	}
+	places, err := s.placements(ctx, params, use, topo, "")
+	if err != nil {
+		if errors.Is(err, backends.ErrUnavailable) {
+			return nil, grpcError(err)
+		}
+		// Nothing matches: no capacity rather than an error, so that
+		// capacity tracking reports zero for such a class.
+		return &csi.GetCapacityResponse{}, nil
+	}
+	resp := &csi.GetCapacityResponse{}
+	for _, pl := range places {
+		c, err := pl.backend.Capacity(ctx, pl.pool.Name)
+		if err != nil {
+			return nil, grpcError(err)
+		}
+		if c.Available >= resp.AvailableCapacity {
+			resp.AvailableCapacity = c.Available
+			lim := pl.backend.Limits()
+			resp.MinimumVolumeSize = wrapperspb.Int64(lim.MinVolumeSize)
+			resp.MaximumVolumeSize = nil
+			if c.MaxVolumeSize > 0 {
+				resp.MaximumVolumeSize = wrapperspb.Int64(c.MaxVolumeSize)
+			}
+		}
+	}
+	return resp, nil
+}
+
+// ControllerExpandVolume grows a volume; block volumes then need the node to
+// rescan and grow the filesystem.
+func (s *Service) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	resp, err := s.expandVolume(ctx, req)
+	return resp, grpcError(err)
+}
+
+func (s *Service) expandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, invalidArg("volume ID is required")
+	}
+	rng := req.GetCapacityRange()
+	if rng == nil || rng.GetRequiredBytes() <= 0 && rng.GetLimitBytes() <= 0 {
+		return nil, invalidArg("capacity range is required")
+	}
+	if rng.GetRequiredBytes() < 0 || rng.GetLimitBytes() < 0 ||
+		rng.GetLimitBytes() > 0 && rng.GetRequiredBytes() > rng.GetLimitBytes() {
+		return nil, outOfRange("invalid capacity range [%d, %d]", rng.GetRequiredBytes(), rng.GetLimitBytes())
+	}
+	var use *volumeUse
+	if c := req.GetVolumeCapability(); c != nil {
+		var err error
+		if use, err = parseCapabilities([]*csi.VolumeCapability{c}); err != nil {
+			return nil, err
+		}
+	}
+	unlock, ok := s.locks.tryLock(volumeKey(id))
+	if !ok {
+		return nil, pending(id)
+	}
+	defer unlock()
+	f, err := s.findVolume(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if use != nil {
+		if err := use.fitsVolume(f.backend.Protocol(), f.vol); err != nil {
+			return nil, invalidArg("%v", err)
+		}
+	}
+	size := rng.GetRequiredBytes()
+	if size == 0 {
+		size = rng.GetLimitBytes()
+	}
+	if max := f.backend.Limits().MaxVolumeSize; max > 0 && size > max {
+		return nil, outOfRange("%d bytes exceed the backend's limitVolumeSize of %d bytes", size, max)
+	}
+	nodeExpansion := f.backend.Protocol() == backends.ProtocolBlock
+	if size <= f.vol.SizeBytes {
+		return &csi.ControllerExpandVolumeResponse{CapacityBytes: f.vol.SizeBytes, NodeExpansionRequired: nodeExpansion}, nil
+	}
+	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "from": f.vol.SizeBytes, "to": size}).Info("expanding volume")
+	vol, err := f.backend.ExpandVolume(ctx, f.vol, size)
+	if err != nil {
+		return nil, err
+	}
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: vol.SizeBytes, NodeExpansionRequired: nodeExpansion}, nil
+}
+
+// csiVolume renders a volume for a CSI response.
+func csiVolume(v *backends.Volume) *csi.Volume {
+	cv := &csi.Volume{
+		VolumeId:           v.ID,
+		CapacityBytes:      v.SizeBytes,
+		VolumeContext:      v.Context,
+		AccessibleTopology: csiTopologies(v.Topologies),
+	}
+	switch {
+	case v.SourceSnapshotID != "":
+		cv.ContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: v.SourceSnapshotID}}}
+	case v.SourceVolumeID != "":
+		cv.ContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: v.SourceVolumeID}}}
+	}
+	return cv
+}

@@ -1,0 +1,557 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+)
+
+const gib = int64(1) << 30
+
+func mountCap(mode csi.VolumeCapability_AccessMode_Mode, fs string) *csi.VolumeCapability {
+	return &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: fs}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: mode},
+	}
+}
+
+func blockCap(mode csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {
+	return &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: mode},
+	}
+}
+
+var (
+	rwo = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+	rwx = csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
+	rox = csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+)
+
+// newService serves a NAS and a SAN fake backend and one registered node.
+func newService(t *testing.T) (*Service, *fakeBackend, *fakeBackend) {
+	t.Helper()
+	nas := newFake("nas1", "ontap-nas", backends.ProtocolFile)
+	san := newFake("san1", "ontap-san", backends.ProtocolBlock)
+	nodes := NewNodes()
+	nodes.Set(NodeInfo{Name: "node-1", IQN: "iqn.2020-01.io.example:node-1", IPs: []string{"10.0.0.1"}})
+	s, err := New(Config{Backends: []backends.Backend{nas, san}, Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, nas, san
+}
+
+func code(err error) codes.Code { return status.Code(err) }
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	nodes := NewNodes()
+	a, b := newFake("x", "ontap-nas", backends.ProtocolFile), newFake("x", "ontap-san", backends.ProtocolBlock)
+	for name, cfg := range map[string]Config{
+		"no registry":    {Backends: []backends.Backend{a}},
+		"duplicate name": {Backends: []backends.Backend{a, b}, Nodes: nodes},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New succeeded", name)
+		}
+	}
+}
+
+// Without backends the controller still serves, so a Trident controller
+// Deployment (whose backends come later) starts; creation is Unavailable.
+func TestNoBackendYet(t *testing.T) {
+	s, err := New(Config{Nodes: NewNodes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.CreateVolume(context.Background(), &csi.CreateVolumeRequest{
+		Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "")},
+	})
+	if code(err) != codes.Unavailable {
+		t.Fatalf("CreateVolume without backends: %v, want Unavailable", err)
+	}
+	if _, err := s.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: "pvc-1"}); err != nil {
+		t.Fatalf("DeleteVolume of an unknown volume must succeed: %v", err)
+	}
+}
+
+func TestCreateVolumeArguments(t *testing.T) {
+	caps := []*csi.VolumeCapability{mountCap(rwo, "")}
+	for _, tc := range []struct {
+		name string
+		req  *csi.CreateVolumeRequest
+		want codes.Code
+	}{
+		{"no name", &csi.CreateVolumeRequest{VolumeCapabilities: caps}, codes.InvalidArgument},
+		{"no capabilities", &csi.CreateVolumeRequest{Name: "v"}, codes.InvalidArgument},
+		{"no access mode", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csi.VolumeCapability{{
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}}}}}, codes.InvalidArgument},
+		{"no access type", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csi.VolumeCapability{{
+			AccessMode: &csi.VolumeCapability_AccessMode{Mode: rwo}}}}, codes.InvalidArgument},
+		{"mixed block and mount", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, ""), blockCap(rwo)}}, codes.InvalidArgument},
+		{"two fs types", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "ext4"), mountCap(rwo, "xfs")}}, codes.InvalidArgument},
+		{"negative capacity", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, CapacityRange: &csi.CapacityRange{RequiredBytes: -1}}, codes.OutOfRange},
+		{"required above limit", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * gib, LimitBytes: gib}}, codes.OutOfRange},
+		{"limit below minimum", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, CapacityRange: &csi.CapacityRange{LimitBytes: 1 << 20}}, codes.OutOfRange},
+		{"unknown parameter", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"iops": "5"}}, codes.InvalidArgument},
+		{"bad provisioningType", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"provisioningType": "fat"}}, codes.InvalidArgument},
+		{"bad snapshotReserve", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"snapshotReserve": "95"}}, codes.InvalidArgument},
+		{"bad storagePools", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"storagePools": "nopool"}}, codes.InvalidArgument},
+		{"bad selector", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"selector": "a in (b"}}, codes.InvalidArgument},
+		{"mutable parameters", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, MutableParameters: map[string]string{"a": "b"}}, codes.InvalidArgument},
+		{"block on a NAS-only class", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csi.VolumeCapability{blockCap(rwo)},
+			Parameters: map[string]string{"backendType": "ontap-nas"}}, codes.InvalidArgument},
+		{"RWX filesystem on a SAN-only class", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwx, "ext4")},
+			Parameters: map[string]string{"backendType": "ontap-san"}}, codes.InvalidArgument},
+		{"unsupported fs on SAN", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "btrfs")},
+			Parameters: map[string]string{"backendType": "ontap-san"}}, codes.InvalidArgument},
+		{"unknown snapshot source", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, VolumeContentSource: &csi.VolumeContentSource{
+			Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: "nope/snap"}}}}, codes.NotFound},
+		{"malformed snapshot source", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, VolumeContentSource: &csi.VolumeContentSource{
+			Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: "no-slash"}}}}, codes.NotFound},
+		{"unknown volume source", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, VolumeContentSource: &csi.VolumeContentSource{
+			Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "nope"}}}}, codes.NotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, nas, san := newService(t)
+			resp, err := s.CreateVolume(context.Background(), tc.req)
+			if code(err) != tc.want || resp != nil {
+				t.Fatalf("got %v (%v), want %v", code(err), err, tc.want)
+			}
+			if len(nas.creates)+len(san.creates) != 0 {
+				t.Fatalf("a failed request created a volume")
+			}
+		})
+	}
+}
+
+func TestCreateVolumeSizeAndPlacement(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		caps        []*csi.VolumeCapability
+		rng         *csi.CapacityRange
+		params      map[string]string
+		wantBackend string
+		wantSize    int64
+		wantFS      string
+	}{
+		{"default size", []*csi.VolumeCapability{mountCap(rwo, "")}, nil, map[string]string{"backendType": "ontap-nas"}, "nas1", gib, ""},
+		{"raised to the minimum", []*csi.VolumeCapability{mountCap(rwo, "")}, &csi.CapacityRange{RequiredBytes: 1}, map[string]string{"backendType": "ontap-nas"}, "nas1", 20 << 20, ""},
+		{"exact size", []*csi.VolumeCapability{mountCap(rwo, "")}, &csi.CapacityRange{RequiredBytes: 10 * gib, LimitBytes: 10 * gib}, map[string]string{"backendType": "ontap-nas"}, "nas1", 10 * gib, ""},
+		{"default capped by limit", []*csi.VolumeCapability{mountCap(rwo, "")}, &csi.CapacityRange{LimitBytes: 512 << 20}, map[string]string{"backendType": "ontap-nas"}, "nas1", 512 << 20, ""},
+		{"block goes to SAN", []*csi.VolumeCapability{blockCap(rwx)}, &csi.CapacityRange{RequiredBytes: gib}, nil, "san1", gib, backends.FSTypeRaw},
+		{"RWX filesystem goes to NAS", []*csi.VolumeCapability{mountCap(rwx, "")}, &csi.CapacityRange{RequiredBytes: gib}, nil, "nas1", gib, ""},
+		{"fs type is kept for SAN", []*csi.VolumeCapability{mountCap(rwo, "XFS")}, &csi.CapacityRange{RequiredBytes: gib}, map[string]string{"backendType": "ontap-san"}, "san1", gib, "xfs"},
+		{"storagePools picks the backend", []*csi.VolumeCapability{mountCap(rox, "")}, nil, map[string]string{"storagePools": "san.*:aggr1"}, "san1", gib, ""},
+		{"excludeStoragePools", []*csi.VolumeCapability{mountCap(rwo, "")}, nil, map[string]string{"excludeStoragePools": "nas1:.*"}, "san1", gib, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, nas, san := newService(t)
+			resp, err := s.CreateVolume(context.Background(), &csi.CreateVolumeRequest{
+				Name: "pvc-1", VolumeCapabilities: tc.caps, CapacityRange: tc.rng, Parameters: tc.params,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := resp.GetVolume().GetCapacityBytes(); got != tc.wantSize {
+				t.Errorf("capacity %d, want %d", got, tc.wantSize)
+			}
+			b := map[string]*fakeBackend{"nas1": nas, "san1": san}[tc.wantBackend]
+			if len(b.creates) != 1 {
+				t.Fatalf("backend %s got %d creates", tc.wantBackend, len(b.creates))
+			}
+			if got := b.creates[0].FSType; got != tc.wantFS {
+				t.Errorf("fs type %q, want %q", got, tc.wantFS)
+			}
+		})
+	}
+}
+
+func TestCreateVolumeOptions(t *testing.T) {
+	s, nas, _ := newService(t)
+	_, err := s.CreateVolume(context.Background(), &csi.CreateVolumeRequest{
+		Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "")},
+		Parameters: map[string]string{
+			"backendType": "ontap-nas", "provisioningType": "thick", "trident.netapp.io/snapshotPolicy": "default",
+			"snapshotReserve": "10", "unixPermissions": "0750", "exportPolicy": "custom", "snapshotDirectory": "true",
+			"csi.storage.k8s.io/pvc/name": "data", "fsType": "ext4",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := nas.creates[0].Options
+	if o.SpaceReserve != "volume" || o.SnapshotPolicy != "default" || *o.SnapshotReserve != 10 ||
+		o.UnixPermissions != "0750" || o.ExportPolicy != "custom" || !*o.SnapshotDir {
+		t.Errorf("options not passed on: %+v", o)
+	}
+}
+
+func TestCreateVolumeIdempotency(t *testing.T) {
+	s, nas, _ := newService(t)
+	ctx := context.Background()
+	req := func(size int64) *csi.CreateVolumeRequest {
+		return &csi.CreateVolumeRequest{
+			Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "")},
+			CapacityRange: &csi.CapacityRange{RequiredBytes: size, LimitBytes: size},
+			Parameters:    map[string]string{"backendType": "ontap-nas"},
+		}
+	}
+	first, err := s.CreateVolume(ctx, req(10*gib))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.CreateVolume(ctx, req(10*gib))
+	if err != nil || again.Volume.VolumeId != first.Volume.VolumeId || len(nas.creates) != 1 {
+		t.Fatalf("second create: %v, %d creates", err, len(nas.creates))
+	}
+	if _, err := s.CreateVolume(ctx, req(20*gib)); code(err) != codes.AlreadyExists {
+		t.Errorf("bigger size: %v, want AlreadyExists", err)
+	}
+	// The same name asked of another backend type is another volume.
+	r := req(10 * gib)
+	r.Parameters["backendType"] = "ontap-san"
+	if _, err := s.CreateVolume(ctx, r); code(err) != codes.AlreadyExists {
+		t.Errorf("other backend type: %v, want AlreadyExists", err)
+	}
+}
+
+func TestCreateVolumeConcurrentSameName(t *testing.T) {
+	s, nas, _ := newService(t)
+	nas.block, nas.entered = make(chan struct{}), make(chan struct{})
+	req := &csi.CreateVolumeRequest{Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "")},
+		Parameters: map[string]string{"backendType": "ontap-nas"}}
+	done := make(chan error)
+	go func() {
+		_, err := s.CreateVolume(context.Background(), req)
+		done <- err
+	}()
+	<-nas.entered // the first call holds the name
+	if _, err := s.CreateVolume(context.Background(), req); code(err) != codes.Aborted {
+		t.Errorf("concurrent create: %v, want Aborted", err)
+	}
+	close(nas.block)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTopology(t *testing.T) {
+	zoneA := map[string]string{"topology.kubernetes.io/zone": "a"}
+	zoneB := map[string]string{"topology.kubernetes.io/zone": "b"}
+	pools := []backends.Pool{
+		{Name: "pa", Topologies: []map[string]string{zoneA}},
+		{Name: "pb", Topologies: []map[string]string{zoneB}},
+	}
+	topo := func(req, pref []map[string]string) *csi.TopologyRequirement {
+		t := &csi.TopologyRequirement{}
+		for _, s := range req {
+			t.Requisite = append(t.Requisite, &csi.Topology{Segments: s})
+		}
+		for _, s := range pref {
+			t.Preferred = append(t.Preferred, &csi.Topology{Segments: s})
+		}
+		return t
+	}
+	for _, tc := range []struct {
+		name     string
+		req      *csi.TopologyRequirement
+		wantPool string
+		wantCode codes.Code
+	}{
+		{"requisite a", topo([]map[string]string{zoneA}, nil), "pa", codes.OK},
+		{"requisite b with extra segments", topo([]map[string]string{{"topology.kubernetes.io/zone": "b", "region": "r"}}, nil), "pb", codes.OK},
+		{"preferred b first", topo([]map[string]string{zoneA, zoneB}, []map[string]string{zoneB, zoneA}), "pb", codes.OK},
+		{"preferred only", topo(nil, []map[string]string{zoneA}), "pa", codes.OK},
+		{"nowhere", topo([]map[string]string{{"topology.kubernetes.io/zone": "c"}}, nil), "", codes.ResourceExhausted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nas := newFake("nas1", "ontap-nas", backends.ProtocolFile, pools...)
+			s, err := New(Config{Backends: []backends.Backend{nas}, Nodes: NewNodes()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := s.CreateVolume(context.Background(), &csi.CreateVolumeRequest{
+				Name: "pvc-1", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "")}, AccessibilityRequirements: tc.req,
+			})
+			if code(err) != tc.wantCode {
+				t.Fatalf("got %v, want %v", err, tc.wantCode)
+			}
+			if err != nil {
+				return
+			}
+			if got := nas.creates[0].Pool; got != tc.wantPool {
+				t.Errorf("pool %s, want %s", got, tc.wantPool)
+			}
+			at := resp.Volume.GetAccessibleTopology()
+			if len(at) != 1 || at[0].Segments["topology.kubernetes.io/zone"] != tc.wantPool[1:] {
+				t.Errorf("accessible topology %v", at)
+			}
+		})
+	}
+}
+
+func TestCloneFromSnapshotAndVolume(t *testing.T) {
+	s, nas, _ := newService(t)
+	ctx := context.Background()
+	caps := []*csi.VolumeCapability{mountCap(rwo, "")}
+	params := map[string]string{"backendType": "ontap-nas"}
+	if _, err := s.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "src", VolumeCapabilities: caps, Parameters: params,
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * gib}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "snap-1", SourceVolumeId: "src"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Snapshot.SnapshotId != "src/snap-1" || !snap.Snapshot.ReadyToUse || snap.Snapshot.CreationTime == nil {
+		t.Errorf("snapshot %+v", snap.Snapshot)
+	}
+	fromSnap, err := s.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "c1", VolumeCapabilities: caps,
+		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+			Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: "src/snap-1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromSnap.Volume.CapacityBytes != 2*gib || fromSnap.Volume.GetContentSource().GetSnapshot().GetSnapshotId() != "src/snap-1" {
+		t.Errorf("clone from snapshot %+v", fromSnap.Volume)
+	}
+	// A clone smaller than its source is impossible.
+	_, err = s.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "c2", VolumeCapabilities: caps,
+		CapacityRange: &csi.CapacityRange{LimitBytes: gib},
+		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "src"}}}})
+	if code(err) != codes.OutOfRange {
+		t.Errorf("clone below source size: %v, want OutOfRange", err)
+	}
+	// A clone cannot leave its source's backend.
+	_, err = s.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "c3", VolumeCapabilities: caps,
+		Parameters: map[string]string{"backendType": "ontap-san"},
+		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "src"}}}})
+	if code(err) != codes.InvalidArgument {
+		t.Errorf("clone to another backend type: %v, want InvalidArgument", err)
+	}
+	// Same name, different source.
+	_, err = s.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "c1", VolumeCapabilities: caps,
+		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+			Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "src"}}}})
+	if code(err) != codes.AlreadyExists {
+		t.Errorf("same name, other source: %v, want AlreadyExists", err)
+	}
+	if n := len(nas.creates); n != 2 {
+		t.Errorf("%d creates, want 2", n)
+	}
+}
+
+func TestDeleteVolume(t *testing.T) {
+	s, nas, _ := newService(t)
+	ctx := context.Background()
+	if _, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{}); code(err) != codes.InvalidArgument {
+		t.Errorf("no ID: %v", err)
+	}
+	if _, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "unknown"}); err != nil {
+		t.Errorf("unknown volume: %v, want OK", err)
+	}
+	nas.vols["v"] = &backends.Volume{ID: "v"}
+	nas.snaps["v/s"] = &backends.Snapshot{Name: "s", VolumeID: "v"}
+	if _, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "v"}); code(err) != codes.FailedPrecondition {
+		t.Errorf("volume in use: %v, want FailedPrecondition", err)
+	}
+	// A backend that cannot answer may hold the volume: never report it gone.
+	nas.failWith = backends.Errorf(backends.ErrUnavailable, "ONTAP down")
+	if _, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "unknown"}); code(err) != codes.Unavailable {
+		t.Errorf("backend down: %v, want Unavailable", err)
+	}
+}
+
+func TestValidateVolumeCapabilities(t *testing.T) {
+	s, nas, san := newService(t)
+	nas.vols["file"] = &backends.Volume{ID: "file"}
+	san.vols["fs"] = &backends.Volume{ID: "fs", AccessType: backends.AccessMount, FSType: "ext4"}
+	san.vols["raw"] = &backends.Volume{ID: "raw", AccessType: backends.AccessBlock, FSType: backends.FSTypeRaw}
+	san.vols["trident"] = &backends.Volume{ID: "trident"} // made by Trident: access unknown
+	for _, tc := range []struct {
+		vol       string
+		caps      []*csi.VolumeCapability
+		confirmed bool
+	}{
+		{"file", []*csi.VolumeCapability{mountCap(rwx, "")}, true},
+		{"file", []*csi.VolumeCapability{blockCap(rwo)}, false},
+		{"fs", []*csi.VolumeCapability{mountCap(rwo, "ext4")}, true},
+		{"fs", []*csi.VolumeCapability{mountCap(rwo, "xfs")}, false},
+		{"fs", []*csi.VolumeCapability{mountCap(rwx, "")}, false},
+		{"fs", []*csi.VolumeCapability{blockCap(rwo)}, false},
+		{"raw", []*csi.VolumeCapability{blockCap(rwx)}, true},
+		{"raw", []*csi.VolumeCapability{mountCap(rwo, "")}, false},
+		{"trident", []*csi.VolumeCapability{mountCap(rwo, "ext4")}, true},
+	} {
+		resp, err := s.ValidateVolumeCapabilities(context.Background(), &csi.ValidateVolumeCapabilitiesRequest{VolumeId: tc.vol, VolumeCapabilities: tc.caps})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.vol, err)
+		}
+		if got := resp.Confirmed != nil; got != tc.confirmed {
+			t.Errorf("%s %v: confirmed %v, want %v (%s)", tc.vol, tc.caps, got, tc.confirmed, resp.Message)
+		}
+	}
+	if _, err := s.ValidateVolumeCapabilities(context.Background(), &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "none",
+		VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "")}}); code(err) != codes.NotFound {
+		t.Errorf("unknown volume: %v", err)
+	}
+	if _, err := s.ValidateVolumeCapabilities(context.Background(), &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "none"}); code(err) != codes.InvalidArgument {
+		t.Errorf("no capabilities: %v", err)
+	}
+}
+
+func TestExpandVolume(t *testing.T) {
+	s, nas, san := newService(t)
+	ctx := context.Background()
+	nas.vols["n"] = &backends.Volume{ID: "n", SizeBytes: gib}
+	san.vols["s"] = &backends.Volume{ID: "s", SizeBytes: gib, AccessType: backends.AccessMount, FSType: "ext4"}
+	san.limits.MaxVolumeSize = 4 * gib
+	for _, tc := range []struct {
+		name     string
+		req      *csi.ControllerExpandVolumeRequest
+		want     codes.Code
+		size     int64
+		nodeStep bool
+	}{
+		{"no ID", &csi.ControllerExpandVolumeRequest{CapacityRange: &csi.CapacityRange{RequiredBytes: gib}}, codes.InvalidArgument, 0, false},
+		{"no range", &csi.ControllerExpandVolumeRequest{VolumeId: "n"}, codes.InvalidArgument, 0, false},
+		{"unknown", &csi.ControllerExpandVolumeRequest{VolumeId: "x", CapacityRange: &csi.CapacityRange{RequiredBytes: gib}}, codes.NotFound, 0, false},
+		{"NAS grows, no node step", &csi.ControllerExpandVolumeRequest{VolumeId: "n", CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * gib}}, codes.OK, 2 * gib, false},
+		{"SAN grows, node step", &csi.ControllerExpandVolumeRequest{VolumeId: "s", CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * gib}}, codes.OK, 2 * gib, true},
+		{"smaller is a no-op", &csi.ControllerExpandVolumeRequest{VolumeId: "s", CapacityRange: &csi.CapacityRange{RequiredBytes: gib}}, codes.OK, 2 * gib, true},
+		{"over limitVolumeSize", &csi.ControllerExpandVolumeRequest{VolumeId: "s", CapacityRange: &csi.CapacityRange{RequiredBytes: 5 * gib}}, codes.OutOfRange, 0, false},
+		{"incompatible capability", &csi.ControllerExpandVolumeRequest{VolumeId: "s", CapacityRange: &csi.CapacityRange{RequiredBytes: 3 * gib},
+			VolumeCapability: blockCap(rwo)}, codes.InvalidArgument, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := s.ControllerExpandVolume(ctx, tc.req)
+			if code(err) != tc.want {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if err == nil && (resp.CapacityBytes != tc.size || resp.NodeExpansionRequired != tc.nodeStep) {
+				t.Errorf("got %d/%v, want %d/%v", resp.CapacityBytes, resp.NodeExpansionRequired, tc.size, tc.nodeStep)
+			}
+		})
+	}
+}
+
+func TestListVolumesPagination(t *testing.T) {
+	s, nas, san := newService(t)
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		nas.vols[fmt.Sprintf("vol-%d", i)] = &backends.Volume{ID: fmt.Sprintf("vol-%d", i)}
+	}
+	san.vols["vol-5"] = &backends.Volume{ID: "vol-5"}
+	var got []string
+	tok := ""
+	for pages := 0; ; pages++ {
+		resp, err := s.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: 2, StartingToken: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range resp.Entries {
+			got = append(got, e.Volume.VolumeId)
+		}
+		if resp.NextToken == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("pagination does not end")
+		}
+		tok = resp.NextToken
+		// A volume deleted between pages does not break the token.
+		if pages == 0 {
+			delete(nas.vols, "vol-2")
+		}
+	}
+	if want := []string{"vol-0", "vol-1", "vol-3", "vol-4", "vol-5"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("listed %v, want %v", got, want)
+	}
+	for _, bad := range []string{"invalid-token", "djE6", pageToken("x")[1:]} {
+		if _, err := s.ListVolumes(ctx, &csi.ListVolumesRequest{StartingToken: bad}); code(err) != codes.Aborted {
+			t.Errorf("token %q: %v, want Aborted", bad, err)
+		}
+	}
+}
+
+func TestGetCapacity(t *testing.T) {
+	s, _, _ := newService(t)
+	resp, err := s.GetCapacity(context.Background(), &csi.GetCapacityRequest{Parameters: map[string]string{"backendType": "ontap-nas"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.AvailableCapacity != 5*gib || resp.MinimumVolumeSize.GetValue() != 20<<20 {
+		t.Errorf("capacity %+v", resp)
+	}
+	resp, err = s.GetCapacity(context.Background(), &csi.GetCapacityRequest{Parameters: map[string]string{"backendType": "ontap-nas-economy"}})
+	if err != nil || resp.AvailableCapacity != 0 {
+		t.Errorf("no matching pool: %v %+v, want 0", err, resp)
+	}
+	if _, err := s.GetCapacity(context.Background(), &csi.GetCapacityRequest{Parameters: map[string]string{"bogus": "1"}}); code(err) != codes.InvalidArgument {
+		t.Errorf("bad parameter: %v", err)
+	}
+}
+
+func TestGRPCError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want codes.Code
+	}{
+		{backends.Errorf(backends.ErrNotFound, "x"), codes.NotFound},
+		{backends.Errorf(backends.ErrAlreadyExists, "x"), codes.AlreadyExists},
+		{backends.Errorf(backends.ErrInUse, "x"), codes.FailedPrecondition},
+		{backends.Errorf(backends.ErrInvalid, "x"), codes.InvalidArgument},
+		{backends.Errorf(backends.ErrOutOfRange, "x"), codes.OutOfRange},
+		{backends.Errorf(backends.ErrExhausted, "x"), codes.ResourceExhausted},
+		{backends.Errorf(backends.ErrUnavailable, "x"), codes.Unavailable},
+		{backends.Errorf(backends.ErrPending, "x"), codes.Aborted},
+		{fmt.Errorf("wrapped: %w", backends.Errorf(backends.ErrNotFound, "x")), codes.NotFound},
+		{backends.Errorf(backends.ErrUnavailable, "outer: %w", backends.Errorf(backends.ErrNotFound, "inner")), codes.Unavailable},
+		{fmt.Errorf("op: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
+		{fmt.Errorf("op: %w", context.Canceled), codes.Canceled},
+		{fmt.Errorf("node: %w", ErrNodeNotFound), codes.NotFound},
+		{status.Error(codes.Aborted, "busy"), codes.Aborted},
+		{errors.New("boom"), codes.Internal},
+	} {
+		if got := code(grpcError(tc.err)); got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if grpcError(nil) != nil {
+		t.Error("nil error mapped to non-nil")
+	}
+}
+
+func TestControllerGetCapabilities(t *testing.T) {
+	s, _, _ := newService(t)
+	resp, err := s.ControllerGetCapabilities(context.Background(), &csi.ControllerGetCapabilitiesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[csi.ControllerServiceCapability_RPC_Type]bool{}
+	for _, c := range resp.Capabilities {
+		got[c.GetRpc().GetType()] = true
+	}
+	for _, want := range capabilities {
+		if !got[want] {
+			t.Errorf("%v not advertised", want)
+		}
+	}
+	for _, never := range []csi.ControllerServiceCapability_RPC_Type{
+		csi.ControllerServiceCapability_RPC_PUBLISH_READONLY, csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
+	} {
+		if got[never] {
+			t.Errorf("%v advertised but not implemented", never)
+		}
+	}
+}
