@@ -12,7 +12,7 @@ import (
 // service. A bad file stops start-up with a message naming the file and the
 // key; no backend is contacted here, so an unreachable ONTAP does not keep
 // the CSI socket from serving.
-func newController(o *options) (*controller.Service, error) {
+func newController(o *options, nodes controller.NodeRegistry) (*controller.Service, error) {
 	bs := make([]backends.Backend, 0, len(o.backendConfigs))
 	for _, path := range o.backendConfigs {
 		cfg, err := ontap.LoadBackendConfig(path)
@@ -28,5 +28,5 @@ func newController(o *options) (*controller.Service, error) {
 	if len(bs) == 0 {
 		logrus.Warn("no --backend-config given: the controller serves, but cannot create volumes until a backend is configured")
 	}
-	return controller.New(controller.Config{Backends: bs, Nodes: controller.NewNodes()})
+	return controller.New(controller.Config{Backends: bs, Nodes: nodes})
 }

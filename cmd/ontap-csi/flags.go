@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/server"
 )
 
@@ -49,6 +51,16 @@ type options struct {
 	deregisterOnShutdown string
 	drainTimeout         time.Duration
 	backendConfigs       stringList
+
+	// Node data path.
+	trackingDir        string
+	lockDir            string
+	devDir             string
+	sysRoot            string
+	iscsiDeviceTimeout time.Duration
+	maxISCSIOperations int
+	maxNFSMounts       int
+	maxFormats         int
 
 	// Derived by validate.
 	endpointPath string
@@ -147,11 +159,19 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.kubeletDir, "kubelet-dir", envOr("KUBELET_DIR", "/var/lib/kubelet"), "kubelet root directory on the host (default from $KUBELET_DIR, else /var/lib/kubelet)")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "host:port for /healthz, /readyz and /metrics (empty: off unless --metrics)")
 	fs.StringVar(&o.nodeTopology, "node-topology", "", "topology segments reported by NodeGetInfo, key=value[,key=value...]")
-	fs.StringVar(&o.hostRoot, "host-root", "", "where the host's root filesystem is mounted in the container (Trident mounts it at /host)")
+	fs.StringVar(&o.hostRoot, "host-root", hostRootAuto, "where the host's root filesystem is mounted in the container; host tools run chrooted into it. \"auto\": /host when it holds a root filesystem (Trident's DaemonSet mounts it there), else none")
 	fs.StringVar(&o.registrationDir, "registration-dir", "", "kubelet plugin registration directory as seen by this process (default <kubelet-dir>/plugins_registry, else <host-root>/<kubelet-dir>/plugins_registry)")
 	fs.DurationVar(&o.handoverGrace, "handover-grace", 20*time.Second, "on SIGTERM, keep serving this long for a successor to take over (keep it below terminationGracePeriodSeconds)")
 	fs.StringVar(&o.deregisterOnShutdown, "deregister-on-shutdown", "never", "never: only `ontap-csi deregister` deregisters; always: unlink the registration socket on SIGTERM like node-driver-registrar")
 	fs.Var(&o.backendConfigs, "backend-config", "Trident backend config file (JSON or YAML), repeatable; controller and allInOne roles")
+	fs.StringVar(&o.trackingDir, "tracking-dir", node.DefaultTrackingDir, "per-volume node state, in Trident's format (shared with Trident)")
+	fs.StringVar(&o.lockDir, "lock-dir", "", "per-volume lock files, shared by every plugin generation on the node (default <dir of --csi_endpoint>/locks)")
+	fs.StringVar(&o.devDir, "dev-dir", "/dev", "where /dev is (tests point it elsewhere)")
+	fs.StringVar(&o.sysRoot, "sys-root", "/sys", "where /sys is (tests point it elsewhere)")
+	fs.DurationVar(&o.iscsiDeviceTimeout, "iscsi-device-timeout", node.DefaultISCSIDeviceTimeout, "how long iSCSI attach, detach and resize wait for the kernel")
+	fs.IntVar(&o.maxISCSIOperations, "max-iscsi-operations", node.DefaultMaxISCSIOperations, "concurrent iSCSI attach, detach and resize (Trident: 5)")
+	fs.IntVar(&o.maxNFSMounts, "max-nfs-mounts", node.DefaultMaxNFSMounts, "concurrent NFS mounts (Trident: 10)")
+	fs.IntVar(&o.maxFormats, "max-formats", node.DefaultMaxFormats, "concurrent mkfs runs")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on shutdown, how long calls in flight may take to finish")
 
 	o.ignored = &ignoredFlags{set: map[string]string{}}
@@ -229,6 +249,29 @@ func (o *options) validate() error {
 			return usagef("--metrics-address %q: %v", o.metricsAddress, err)
 		}
 	}
+	for name, v := range map[string]int{"--max-iscsi-operations": o.maxISCSIOperations, "--max-nfs-mounts": o.maxNFSMounts, "--max-formats": o.maxFormats} {
+		if v < 1 {
+			return usagef("%s %d must be at least 1", name, v)
+		}
+	}
+	if o.iscsiDeviceTimeout <= 0 {
+		return usagef("--iscsi-device-timeout %s must be positive", o.iscsiDeviceTimeout)
+	}
+	for name, dir := range map[string]string{"--tracking-dir": o.trackingDir, "--dev-dir": o.devDir, "--sys-root": o.sysRoot} {
+		if !strings.HasPrefix(dir, "/") {
+			return usagef("%s %q must be an absolute path", name, dir)
+		}
+	}
+	if o.lockDir == "" {
+		o.lockDir = filepath.Join(filepath.Dir(o.endpointPath), "locks")
+	} else if !strings.HasPrefix(o.lockDir, "/") {
+		return usagef("--lock-dir %q must be an absolute path", o.lockDir)
+	}
+	hostRoot, err := resolveHostRoot(o.hostRoot)
+	if err != nil {
+		return usagef("--host-root: %v", err)
+	}
+	o.hostRoot = hostRoot
 	topo, err := parseTopology(o.nodeTopology)
 	if err != nil {
 		return usagef("--node-topology: %v", err)
@@ -253,6 +296,31 @@ func parseTopology(s string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+const hostRootAuto = "auto"
+
+// resolveHostRoot turns --host-root into a directory or "" (run tools here).
+// "auto" exists for drop-in use: Trident's DaemonSet mounts the host's / at
+// /host and finds host tools through chwrap symlinks in its own image, which
+// ours does not carry, so the host root must be found without a new flag.
+func resolveHostRoot(v string) (string, error) {
+	switch v {
+	case hostRootAuto:
+		if fi, err := os.Stat("/host/usr"); err == nil && fi.IsDir() {
+			return "/host", nil
+		}
+		return "", nil
+	case "", "/":
+		return "", nil
+	}
+	if !strings.HasPrefix(v, "/") {
+		return "", fmt.Errorf("%q must be an absolute path", v)
+	}
+	if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("%q is not a directory", v)
+	}
+	return filepath.Clean(v), nil
 }
 
 func envOr(name, def string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"regexp"
 	"testing"
@@ -66,4 +67,17 @@ func httpGet(t *testing.T, url string) string {
 		t.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b)
+}
+
+// shortTempDir is a temp dir with a short path: kubelet's socket paths below
+// it must fit the 107-byte unix socket limit, which t.TempDir()'s long
+// names break.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "oc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

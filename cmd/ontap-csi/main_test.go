@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +25,9 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(isolatedEnv) != "" {
+		os.Exit(runIsolated())
+	}
 	dir, err := os.MkdirTemp("", "ontap-csi-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -35,9 +40,42 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building ontap-csi:", err)
 		os.Exit(1)
 	}
+	// Trident's host paths must never appear on the test machine.
+	hostPaths := []string{"/var/lib/trident", "/var/lib/kubelet/plugins_registry", "/plugin"}
+	existed := map[string]bool{}
+	for _, p := range hostPaths {
+		_, err := os.Lstat(p)
+		existed[p] = err == nil
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	for _, p := range hostPaths {
+		if _, err := os.Lstat(p); err == nil && !existed[p] {
+			fmt.Fprintf(os.Stderr, "FAIL: the tests created the host path %s\n", p)
+			code = 1
+		}
+	}
 	os.Exit(code)
+}
+
+const isolatedEnv = "ONTAP_CSI_TEST_ISOLATED_BINARY"
+
+// runIsolated runs in the namespaces start created: it hides the host's
+// /var/lib behind a tmpfs private to this namespace and becomes ontap-csi.
+func runIsolated() int {
+	bin := os.Getenv(isolatedEnv)
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		fmt.Fprintln(os.Stderr, "make / private:", err)
+		return 1
+	}
+	if err := syscall.Mount("tmpfs", "/var/lib", "tmpfs", 0, "size=16m"); err != nil {
+		fmt.Fprintln(os.Stderr, "tmpfs on /var/lib:", err)
+		return 1
+	}
+	env := slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, isolatedEnv+"=") })
+	err := syscall.Exec(bin, append([]string{bin}, os.Args[1:]...), env)
+	fmt.Fprintln(os.Stderr, "exec ontap-csi:", err)
+	return 1
 }
 
 // proc is a running ontap-csi process.
@@ -61,21 +99,28 @@ func (p *proc) logs() string {
 	return p.stderr.String()
 }
 
-// start runs the binary with args and env. With isolateNet it gets its own
+// start runs the binary with args and env. With isolate it runs in its own
 // network namespace, so Trident's fixed ports (8001, 8443, 17546) cannot
-// collide with anything on the test machine.
-func start(t *testing.T, args, env []string, isolateNet bool) *proc {
+// collide with anything on the test machine, and its own mount namespace
+// with an empty /var/lib, so Trident's fixed host paths
+// (/var/lib/trident/tracking) are never created on the test machine.
+func start(t *testing.T, args, env []string, isolate bool) *proc {
 	t.Helper()
 	p := &proc{done: make(chan struct{})}
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = p
 	p.cmd.Stdout = p
-	if isolateNet {
+	if isolate {
 		if os.Geteuid() != 0 {
-			t.Skip("needs root for a network namespace")
+			t.Skip("needs root for network and mount namespaces")
 		}
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+		// The test binary re-executes itself in new namespaces and then
+		// execs ontap-csi there (runIsolated).
+		p.cmd = exec.Command(os.Args[0], args...)
+		p.cmd.Env = append(os.Environ(), append(env, isolatedEnv+"="+binary)...)
+		p.cmd.Stderr, p.cmd.Stdout = p, p
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS}
 	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -152,7 +197,10 @@ func expandK8s(args []string, env map[string]string) []string {
 func TestTridentContainerArgs(t *testing.T) {
 	for _, tc := range tridentContainers {
 		t.Run(tc.name, func(t *testing.T) {
-			root := t.TempDir()
+			// Node roles wait --handover-grace (20 s) for a successor after
+			// SIGTERM; the cases are isolated from each other, so overlap them.
+			t.Parallel()
+			root := shortTempDir(t)
 			pluginDir := filepath.Join(root, "plugin")
 			env := map[string]string{
 				"KUBE_NODE_NAME": "worker-1",
@@ -205,6 +253,7 @@ func TestTridentContainerArgs(t *testing.T) {
 				if ni.NodeId != "worker-1" {
 					t.Errorf("NodeGetInfo node id = %q, want worker-1", ni.NodeId)
 				}
+				assertRegistrationOffered(t, filepath.Join(root, "kubelet"), pluginDir)
 			} else {
 				if _, err := csi.NewControllerClient(conn).ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{}); err != nil {
 					t.Fatal(err)
@@ -227,6 +276,42 @@ func TestTridentContainerArgs(t *testing.T) {
 				t.Errorf("log mentions a panic:\n%s", logs)
 			}
 		})
+	}
+}
+
+// assertRegistrationOffered checks, through `ontap-csi status`, that the
+// node role took the lease and offers kubelet a live registration socket
+// (no kubelet runs here to complete the registration).
+func assertRegistrationOffered(t *testing.T, kubeletDir, pluginDir string) {
+	t.Helper()
+	var st struct {
+		Lease *struct {
+			Generation uint64 `json:"generation"`
+		} `json:"lease"`
+		HolderAlive bool `json:"holderAlive"`
+		Sockets     []struct {
+			Role      string `json:"role"`
+			Listening bool   `json:"listening"`
+		} `json:"sockets"`
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, code := runToExit(t, "status", "--kubelet-dir", kubeletDir, "--plugin-dir", pluginDir, "--json")
+		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Lease != nil && st.HolderAlive {
+			roles := map[string]bool{}
+			for _, s := range st.Sockets {
+				if s.Listening {
+					roles[s.Role] = true
+				}
+			}
+			if roles["registration"] && roles["endpoint"] && roles["csi-endpoint"] {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no live lease with listening registration, endpoint and csi.sock sockets; last status (exit %d):\n%s", code, out)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -343,7 +428,8 @@ func TestUnusableEndpoint(t *testing.T) {
 
 func TestHealthAndMetrics(t *testing.T) {
 	dir := t.TempDir()
-	p := start(t, []string{"--csi_role=allInOne", "--csi_node_name=n1", "--csi_endpoint=unix://" + filepath.Join(dir, "csi.sock"), "--metrics-address=127.0.0.1:0"}, nil, false)
+	p := start(t, []string{"--csi_role=allInOne", "--csi_node_name=n1", "--csi_endpoint=unix://" + filepath.Join(dir, "csi.sock"), "--metrics-address=127.0.0.1:0",
+		"--kubelet-dir=" + filepath.Join(dir, "kubelet"), "--tracking-dir=" + filepath.Join(dir, "tracking")}, nil, false)
 	conn := dial(t, p, filepath.Join(dir, "csi.sock"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -15,7 +15,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
+	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/node"
+	"github.com/ontap-csi/ontap-csi/registration"
 	"github.com/ontap-csi/ontap-csi/server"
 )
 
@@ -54,15 +56,39 @@ func serve(ctx context.Context, o *options) error {
 	grpcServer := server.NewGRPCServer()
 	ready := func() bool { return true }
 	csi.RegisterIdentityServer(grpcServer, server.NewIdentity(o.driverName, server.Version, pluginCapabilities(o.csiRole), ready))
-	if o.csiRole != roleController {
-		csi.RegisterNodeServer(grpcServer, node.New(node.Config{NodeID: o.csiNodeName, Topology: o.topology}))
-	}
+	var reporter node.Reporter
 	if o.csiRole != roleNode {
-		ctrl, err := newController(o)
+		nodes := controller.NewNodes()
+		ctrl, err := newController(o, nodes)
 		if err != nil {
 			return err
 		}
 		csi.RegisterControllerServer(grpcServer, ctrl)
+		// In allInOne the local node reports to the controller in-process.
+		reporter = node.ReporterFunc(func(_ context.Context, n node.NodeInfo) error {
+			nodes.Set(controller.NodeInfo(n))
+			return nil
+		})
+	}
+	if o.csiRole != roleController {
+		nodeSvc, err := newNode(o, reporter)
+		if err != nil {
+			return err
+		}
+		csi.RegisterNodeServer(grpcServer, nodeSvc)
+		nodeSvc.Start(ctx)
+	}
+
+	// In the node role the registration manager owns the CSI sockets: it
+	// binds E and --csi_endpoint by atomic rename and registers with kubelet
+	// (design/registration.md); the other roles just listen.
+	var reg *registration.Manager
+	if o.csiRole == roleNode {
+		var err error
+		if reg, err = newRegistration(o, grpcServer.Serve); err != nil {
+			return err
+		}
+		ready = reg.Ready
 	}
 
 	if o.metricsAddress != "" {
@@ -76,6 +102,18 @@ func serve(ctx context.Context, o *options) error {
 			defer cancel()
 			_ = h.Shutdown(sctx)
 		}()
+	}
+
+	if reg != nil {
+		// Run returns after SIGTERM once a successor took over E or the
+		// handover grace ran out; it never unlinks a path (I2, I7).
+		err := reg.Run(ctx)
+		drain(grpcServer, o.drainTimeout)
+		if err != nil {
+			return fmt.Errorf("registration: %w", err)
+		}
+		log.Info("ontap-csi stopped")
+		return nil
 	}
 
 	sock, err := server.Listen(o.endpointPath)

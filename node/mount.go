@@ -1,0 +1,191 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+	mount "k8s.io/mount-utils"
+
+	"github.com/ontap-csi/ontap-csi/node/hostexec"
+)
+
+// mounter makes and removes mounts with the host's mount(8) and umount(8),
+// and reads this process's mount table.
+//
+// It does not implement mount-utils' mount.Interface: that interface has no
+// context (a hung NFS mount must be bounded by the CSI call's deadline) and
+// its Mounter runs the tools with os/exec in this mount namespace, not
+// through hostexec (chroot into --host-root, the test shims in PATH). What
+// mount-utils gets right and needs no tool — parsing mountinfo, recognising
+// a corrupted mount — is used from it.
+type mounter struct {
+	exec      hostexec.Executor
+	mountInfo string // /proc/self/mountinfo
+}
+
+// mount runs mount [-t fstype] [-o opts] source target. Every piece is its
+// own argv item; options were checked one by one before they got here.
+func (m *mounter) mount(ctx context.Context, source, target, fstype string, opts []string) error {
+	var args []string
+	if fstype != "" {
+		args = append(args, "-t", fstype)
+	}
+	if len(opts) > 0 {
+		args = append(args, "-o", strings.Join(opts, ","))
+	}
+	args = append(args, source, target)
+	_, err := m.exec.Run(ctx, "mount", args...)
+	return err
+}
+
+// bind bind-mounts source on target, read-only if asked. A read-only bind
+// takes two mount calls (the kernel ignores MS_RDONLY on MS_BIND); a crash
+// between them leaves a writable bind, which publish repairs on retry (see
+// ensureReadOnly).
+func (m *mounter) bind(ctx context.Context, source, target string, readOnly bool) error {
+	if err := m.mount(ctx, source, target, "", []string{"bind"}); err != nil {
+		return err
+	}
+	if readOnly {
+		return m.remountReadOnly(ctx, target)
+	}
+	return nil
+}
+
+func (m *mounter) remountReadOnly(ctx context.Context, target string) error {
+	return m.mount(ctx, "", target, "", []string{"remount", "bind", "ro"})
+}
+
+// mountsAt returns the mount table entries whose mount point is path,
+// bottom first (several when mounts are stacked).
+func (m *mounter) mountsAt(path string) ([]mount.MountInfo, error) {
+	infos, err := mount.ParseMountInfo(m.mountInfo)
+	if err != nil {
+		return nil, fmt.Errorf("read mount table: %w", err)
+	}
+	var out []mount.MountInfo
+	for _, mi := range infos {
+		if mi.MountPoint == path {
+			out = append(out, mi)
+		}
+	}
+	return out, nil
+}
+
+// isMountPoint reports whether something is mounted at path. It reads the
+// mount table rather than comparing st_dev with the parent's, which misses
+// bind mounts from the same filesystem and hangs on a dead NFS server.
+func (m *mounter) isMountPoint(path string) (bool, error) {
+	mis, err := m.mountsAt(path)
+	return len(mis) > 0, err
+}
+
+// deviceMounted reports whether the block device dev is mounted anywhere.
+func (m *mounter) deviceMounted(dev string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		return false, fmt.Errorf("stat %s: %w", dev, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return false, nil // not a device: nothing mounts it by number
+	}
+	infos, err := mount.ParseMountInfo(m.mountInfo)
+	if err != nil {
+		return false, fmt.Errorf("read mount table: %w", err)
+	}
+	major, minor := int(unix.Major(st.Rdev)), int(unix.Minor(st.Rdev))
+	for _, mi := range infos {
+		if mi.Major == major && mi.Minor == minor {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// maxStacked bounds how many mounts stacked at one path unmount removes; more
+// than one only happens after a crash between a mount and its record.
+const maxStacked = 8
+
+// unmount removes every mount at path. A corrupted mount (ENOTCONN, ESTALE:
+// a dead NFS server, a gone device) that a plain umount cannot remove is
+// unmounted with force and, failing that, lazily, so kubelet is never stuck
+// on it (Trident #812).
+func (m *mounter) unmount(ctx context.Context, path string) error {
+	for i := 0; i < maxStacked; i++ {
+		mounted, err := m.isMountPoint(path)
+		if err != nil || !mounted {
+			return err
+		}
+		uctx, cancel := context.WithTimeout(ctx, umountTimeout)
+		_, err = m.exec.Run(uctx, "umount", path)
+		cancel()
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		// A timed-out umount means a hung server; stat would hang too.
+		if !isTimeout(err) && !corrupted(ctx, path) {
+			if still, _ := m.isMountPoint(path); !still {
+				return nil // raced with another unmount
+			}
+			return fmt.Errorf("unmount %s: %w", path, err)
+		}
+		logrus.WithContext(ctx).WithField("path", path).WithError(err).Warn("mount is corrupted; unmounting with force")
+		fctx, cancel := context.WithTimeout(ctx, umountTimeout)
+		_, ferr := m.exec.Run(fctx, "umount", "-f", path)
+		cancel()
+		if ferr != nil {
+			if _, lerr := m.exec.Run(ctx, "umount", "-l", path); lerr != nil {
+				return fmt.Errorf("unmount corrupted mount %s: %w", path, lerr)
+			}
+		}
+	}
+	return fmt.Errorf("%s still mounted after %d unmounts", path, maxStacked)
+}
+
+func isTimeout(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
+
+// hungTimeout is how long a stat of a mount point may take before the mount
+// counts as hung (an NFS server that does not answer).
+const hungTimeout = 5 * time.Second
+
+// corrupted reports a mount point that cannot be stat'ed because what is
+// mounted there is gone or does not answer. The stat runs aside: a hung one
+// stays blocked in the kernel until the mount is forced away, the caller
+// does not.
+func corrupted(ctx context.Context, path string) bool {
+	ctx, cancel := context.WithTimeout(ctx, hungTimeout)
+	defer cancel()
+	err := statWithContext(ctx, func() error {
+		_, err := os.Stat(path)
+		return err
+	})
+	return mount.IsCorruptedMnt(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// cleanupPath unmounts whatever is at path and removes the path itself
+// (the directory or file a publish created). It never removes anything
+// recursively: a directory that is not empty once unmounted holds data that
+// is not ours to delete.
+func (m *mounter) cleanupPath(ctx context.Context, path string) error {
+	if err := m.unmount(ctx, path); err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
+
+// umountTimeout bounds a single umount of a target: a hung NFS server must
+// not eat the whole CSI deadline before the forced unmount is tried.
+const umountTimeout = 10 * time.Second

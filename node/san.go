@@ -1,0 +1,105 @@
+package node
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/node/iscsi"
+	"github.com/ontap-csi/ontap-csi/node/tracking"
+)
+
+// iscsiTarget is the LUN a publish info describes.
+func iscsiTarget(pi *tracking.PublishInfo) iscsi.Target {
+	t := iscsi.Target{
+		IQN:       pi.IscsiTargetIQN,
+		Portals:   pi.Portals(),
+		LUN:       pi.IscsiLunNumber,
+		Serial:    pi.IscsiLunSerial,
+		Interface: pi.IscsiInterface,
+		Shared:    pi.SharedTarget,
+	}
+	if pi.UseCHAP {
+		t.CHAP = &iscsi.CHAP{
+			Username:        pi.IscsiUsername,
+			InitiatorSecret: pi.IscsiInitiatorSecret,
+			TargetUsername:  pi.IscsiTargetUsername,
+			TargetSecret:    pi.IscsiTargetSecret,
+		}
+	}
+	return t
+}
+
+// iscsiError maps node/iscsi's errors. Every code but InvalidArgument
+// leaves kubelet retrying, which is right for all of them: a CHAP or serial
+// problem is fixed on the storage side and the retry then succeeds.
+func iscsiError(what string, err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return err
+	case errors.Is(err, iscsi.ErrInvalidTarget):
+		return invalidArgument("%s: %v", what, err)
+	case errors.Is(err, iscsi.ErrAuthFailed):
+		return permissionDenied("%s: %v", what, err)
+	case errors.Is(err, iscsi.ErrSerialMismatch), errors.Is(err, iscsi.ErrDeviceInUse):
+		return failedPrecondition("%s: %v", what, err)
+	}
+	return internal("%s: %v", what, err)
+}
+
+// findDevice returns the attached device of an iSCSI volume. Not attached is
+// FailedPrecondition: only a new NodeStage can attach it.
+func (s *Service) findDevice(ctx context.Context, volumeID string, info *tracking.Info) (*iscsi.Device, error) {
+	dev, err := s.iscsi.Find(ctx, iscsiTarget(&info.PublishInfo))
+	if errors.Is(err, iscsi.ErrNotAttached) {
+		return nil, failedPrecondition("the LUN of volume %s is not attached to this node", volumeID)
+	}
+	if err != nil {
+		return nil, iscsiError("find the LUN of volume "+volumeID, err)
+	}
+	return dev, nil
+}
+
+// ensureStagingMount makes sure an iSCSI volume's file system is mounted on
+// its staging path. It is a no-op for volumes ontap-csi staged; a volume
+// staged by Trident (which never mounted the staging path) is adopted here.
+// It never formats: a device without the recorded file system is an error.
+func (s *Service) ensureStagingMount(ctx context.Context, volumeID string, info *tracking.Info, flags []string) error {
+	staging, err := s.paths.confine(info.StagingTargetPath)
+	if err != nil {
+		return internal("volume %s: recorded staging path: %v", volumeID, err)
+	}
+	mounted, err := s.mounter.isMountPoint(staging)
+	if err != nil {
+		return internal("%v", err)
+	}
+	if mounted && !corrupted(ctx, staging) {
+		return nil
+	}
+	if mounted {
+		if err := s.mounter.unmount(ctx, staging); err != nil {
+			return internal("unmount corrupted staging mount %s: %v", staging, err)
+		}
+	}
+	dev, err := s.findDevice(ctx, volumeID, info)
+	if err != nil {
+		return err
+	}
+	fsType, _, err := s.probe(ctx, dev.Path)
+	if err != nil {
+		return internal("%v", err)
+	}
+	if fsType == "" || (info.FilesystemType != "" && fsType != info.FilesystemType) {
+		return failedPrecondition("device %s of volume %s has file system %q, the node state says %q", dev.Path, volumeID, fsType, info.FilesystemType)
+	}
+	opts, err := mountOptions(info.MountOptions, flags)
+	if err != nil {
+		return err
+	}
+	if err := s.mounter.mount(ctx, dev.Path, staging, fsType, opts); err != nil {
+		return internal("mount %s on staging path %s: %v", dev.Path, staging, err)
+	}
+	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": volumeID, "device": dev.Path}).Info("mounted the staging path of a volume staged without it (Trident)")
+	return nil
+}

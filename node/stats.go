@@ -1,0 +1,162 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+	mount "k8s.io/mount-utils"
+
+	"github.com/ontap-csi/ontap-csi/node/iscsi"
+	"github.com/ontap-csi/ontap-csi/node/tracking"
+)
+
+// NodeGetVolumeStats reports usage and health of a published or staged
+// volume. It takes no volume lock: it only reads (the tracking file is
+// replaced atomically), and kubelet polls it; queueing it behind a long
+// stage would only make the poll time out.
+func (s *Service) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	resp, err := s.stats(ctx, req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return resp, nil
+}
+
+func (s *Service) stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	volumeID := req.GetVolumeId()
+	if err := checkVolumeID(volumeID); err != nil {
+		return nil, err
+	}
+	if req.GetVolumePath() == "" {
+		return nil, invalidArgument("volume path missing")
+	}
+	real, err := s.paths.confine(req.GetVolumePath())
+	if err != nil {
+		return nil, notFound("volume %s is not at %q: %v", volumeID, req.GetVolumePath(), err)
+	}
+	info, err := s.state.Read(volumeID)
+	if errors.Is(err, tracking.ErrNotFound) {
+		return nil, notFound("volume %s is not staged on this node", volumeID)
+	}
+	if err != nil {
+		return nil, internal("volume %s: %v", volumeID, err)
+	}
+	if err := s.volumeAt(volumeID, info, filepath.Clean(req.GetVolumePath()), real); err != nil {
+		return nil, err
+	}
+
+	var st unix.Stat_t
+	err = statWithContext(ctx, func() error { return unix.Stat(real, &st) })
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, notFound("volume path %s does not exist", req.GetVolumePath())
+	case mount.IsCorruptedMnt(err), errors.Is(err, context.DeadlineExceeded):
+		return abnormal("the mount at %s is not accessible (%v); the storage may be unreachable", req.GetVolumePath(), err), nil
+	case err != nil:
+		return nil, internal("stat %s: %v", req.GetVolumePath(), err)
+	}
+	cond := s.condition(ctx, info, real)
+
+	if st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		size, err := blockDeviceSize(real)
+		if err != nil {
+			return nil, internal("%v", err)
+		}
+		return &csi.NodeGetVolumeStatsResponse{
+			Usage:           []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: size}},
+			VolumeCondition: cond,
+		}, nil
+	}
+	var fs unix.Statfs_t
+	if err := statWithContext(ctx, func() error { return unix.Statfs(real, &fs) }); err != nil {
+		if mount.IsCorruptedMnt(err) || errors.Is(err, context.DeadlineExceeded) {
+			return abnormal("the file system at %s is not accessible (%v)", req.GetVolumePath(), err), nil
+		}
+		return nil, internal("statfs %s: %v", req.GetVolumePath(), err)
+	}
+	bsize := int64(fs.Bsize)
+	return &csi.NodeGetVolumeStatsResponse{
+		Usage: []*csi.VolumeUsage{
+			{
+				Unit:      csi.VolumeUsage_BYTES,
+				Total:     int64(fs.Blocks) * bsize,
+				Available: int64(fs.Bavail) * bsize,
+				Used:      int64(fs.Blocks-fs.Bfree) * bsize,
+			},
+			{
+				Unit:      csi.VolumeUsage_INODES,
+				Total:     int64(fs.Files),
+				Available: int64(fs.Ffree),
+				Used:      int64(fs.Files - fs.Ffree),
+			},
+		},
+		VolumeCondition: cond,
+	}, nil
+}
+
+func abnormal(format string, args ...any) *csi.NodeGetVolumeStatsResponse {
+	return &csi.NodeGetVolumeStatsResponse{
+		VolumeCondition: &csi.VolumeCondition{Abnormal: true, Message: fmt.Sprintf(format, args...)},
+	}
+}
+
+// condition judges the health of a volume at path: mounted at all; for
+// iSCSI, the LUN still attached; and a file system the kernel has not turned
+// read-only after errors (ext4's errors=remount-ro, Trident #1039).
+func (s *Service) condition(ctx context.Context, info *tracking.Info, path string) *csi.VolumeCondition {
+	mis, err := s.mounter.mountsAt(path)
+	if err != nil {
+		return &csi.VolumeCondition{Abnormal: true, Message: err.Error()}
+	}
+	if len(mis) == 0 {
+		return &csi.VolumeCondition{Abnormal: true, Message: "the volume is not mounted at " + path}
+	}
+	if info.Protocol() == tracking.ProtocolBlock {
+		if _, err := s.iscsi.Find(ctx, iscsiTarget(&info.PublishInfo)); err != nil {
+			msg := "the LUN cannot be found on this node: " + err.Error()
+			if errors.Is(err, iscsi.ErrNotAttached) {
+				msg = "the LUN is no longer attached to this node"
+			}
+			return &csi.VolumeCondition{Abnormal: true, Message: msg}
+		}
+	}
+	top := mis[len(mis)-1]
+	if !slices.Contains(top.MountOptions, "ro") && slices.Contains(top.SuperOptions, "ro") {
+		logrus.WithContext(ctx).WithField("path", path).Warn("file system is read-only under a read-write mount")
+		return &csi.VolumeCondition{Abnormal: true, Message: "the file system has been made read-only, likely after I/O errors; check the kernel log"}
+	}
+	return &csi.VolumeCondition{Message: "volume is healthy"}
+}
+
+// statWithContext runs a stat-like call that a hung NFS server can block in
+// the kernel; the call returns when ctx ends, leaving the syscall behind.
+func statWithContext(ctx context.Context, f func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func blockDeviceSize(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	size, err := unix.IoctlGetUint64(int(f.Fd()), unix.BLKGETSIZE64)
+	if err != nil {
+		return 0, fmt.Errorf("size of block device %s: %w", path, err)
+	}
+	return int64(size), nil
+}

@@ -1,0 +1,255 @@
+package tracking
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotFound means the node holds no state for the volume.
+var ErrNotFound = errors.New("no tracking file for the volume")
+
+// ErrCorrupt means a state file exists but does not parse (truncated,
+// hand-edited, not a tracking file).
+var ErrCorrupt = errors.New("tracking file does not parse")
+
+// LegacyPublishInfoFile is where Trident before 23.01 kept the publish info,
+// inside the staging target path.
+const LegacyPublishInfoFile = "volumePublishInfo.json"
+
+// maxFileSize bounds what is read from a state file. Real files are a few
+// hundred bytes; the bound keeps a corrupt or hostile file from costing memory.
+const maxFileSize = 1 << 20
+
+// volumeIDPattern is what may name a tracking file. Trident's volume ids are
+// PV names (DNS subdomains); the pattern also admits upper case and '_' but
+// never '/', a leading '.', or anything longer than the CSI string limit.
+var volumeIDPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+
+// ValidVolumeID reports whether id can name a tracking file in the tracking
+// directory without escaping it.
+func ValidVolumeID(id string) bool { return volumeIDPattern.MatchString(id) }
+
+// Store is the tracking directory.
+type Store struct {
+	dir string
+	// confine checks a staging path read from a legacy tracking file (the
+	// file is on the host, so the path is not trusted any more than a
+	// request's) and returns the path to open.
+	confine func(string) (string, error)
+}
+
+// NewStore returns the store in dir, creating dir if needed. confine vets
+// the staging paths that legacy tracking files point to.
+func NewStore(dir string, confine func(string) (string, error)) (*Store, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("tracking dir %q is not absolute", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("tracking dir: %w", err)
+	}
+	return &Store{dir: filepath.Clean(dir), confine: confine}, nil
+}
+
+// Dir is the tracking directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Path is the tracking file of volumeID.
+func (s *Store) Path(volumeID string) (string, error) {
+	if !ValidVolumeID(volumeID) {
+		return "", fmt.Errorf("volume id %q cannot name a tracking file", volumeID)
+	}
+	return filepath.Join(s.dir, volumeID+".json"), nil
+}
+
+// Read returns the state of volumeID, or ErrNotFound. A legacy tracking file
+// whose volumePublishInfo.json is gone yields an Info with an empty
+// PublishInfo rather than an error: unstage must still be able to clean up
+// (Trident #706 failed here with FailedPrecondition and never recovered).
+func (s *Store) Read(volumeID string) (*Info, error) {
+	path, err := s.Path(volumeID)
+	if err != nil {
+		return nil, err
+	}
+	data, err := readFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	info, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrCorrupt, err)
+	}
+	if !info.Legacy {
+		return info, nil
+	}
+	staging, err := s.confine(info.StagingTargetPath)
+	if err != nil {
+		return nil, fmt.Errorf("%s: staging path: %w", path, err)
+	}
+	legacyPath := filepath.Join(staging, LegacyPublishInfoFile)
+	data, err = readFile(legacyPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return info, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	pi, err := DecodePublishInfo(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", legacyPath, ErrCorrupt, err)
+	}
+	info.PublishInfo = *pi
+	return info, nil
+}
+
+// Write stores info as volumeID's tracking file in Trident's 23.01+ format,
+// atomically: a reader sees the old file or the new one, also after a crash.
+//
+// The data is synced before the rename, so a power loss cannot leave a
+// torn or empty file. The directory is not synced: a power loss may then
+// undo the rename and leave the previous version, which is harmless — the
+// reboot also drops every mount and session, and kubelet stages again.
+// Syncing it too would double the cost of every publish.
+func (s *Store) Write(volumeID string, info *Info) error {
+	path, err := s.Path(volumeID)
+	if err != nil {
+		return err
+	}
+	if info.StagingTargetPath == "" {
+		return errors.New("tracking info without a staging path")
+	}
+	out := *info
+	out.VolumeTrackingInfoPath = path
+	if out.PublishedPaths == nil {
+		// Trident writes {} rather than null.
+		out.PublishedPaths = map[string]struct{}{}
+	}
+	data, err := json.Marshal(&out)
+	if err != nil {
+		return err
+	}
+	if cur, err := readFile(path); err == nil && bytes.Equal(cur, data) {
+		return nil // a repeated call: the file already says this
+	}
+	// The temporary name does not end in .json: Trident scans the directory
+	// for *.json on start-up and must not mistake a leftover for a volume.
+	f, err := os.CreateTemp(s.dir, "."+volumeID+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op once renamed
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Delete removes volumeID's tracking file; a missing file is not an error.
+func (s *Store) Delete(volumeID string) error {
+	path, err := s.Path(volumeID)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// RemoveLegacy removes Trident's pre-23.01 publish info file from a staging
+// path, if present. kubelet removes the staging directory after unstage and
+// fails on a directory that is not empty.
+func RemoveLegacy(stagingPath string) error {
+	err := os.Remove(filepath.Join(stagingPath, LegacyPublishInfoFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// Decode parses a tracking file in either layout. Legacy is set when the file
+// holds nothing but the staging path (Trident before 23.01).
+func Decode(data []byte) (*Info, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return nil, fmt.Errorf("not a tracking file: %w", err)
+	}
+	if keys == nil {
+		return nil, errors.New("not a tracking file: null")
+	}
+	info := &Info{}
+	if err := json.Unmarshal(data, info); err != nil {
+		return nil, fmt.Errorf("not a tracking file: %w", err)
+	}
+	if info.StagingTargetPath == "" {
+		return nil, errors.New("tracking file without stagingTargetPath")
+	}
+	info.Legacy = true
+	for k := range keys {
+		if k != "stagingTargetPath" {
+			info.Legacy = false
+			break
+		}
+	}
+	return info, nil
+}
+
+// DecodePublishInfo parses Trident's legacy volumePublishInfo.json.
+func DecodePublishInfo(data []byte) (*PublishInfo, error) {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return nil, errors.New("not a publish info file: null")
+	}
+	pi := &PublishInfo{}
+	if err := json.Unmarshal(data, pi); err != nil {
+		return nil, fmt.Errorf("not a publish info file: %w", err)
+	}
+	return pi, nil
+}
+
+// readFile reads a state file without following a symlink in its last
+// component, and at most maxFileSize bytes of it.
+func readFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxFileSize)
+	}
+	return data, nil
+}

@@ -1,0 +1,126 @@
+package registration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+)
+
+// versionOf is the CSI version generation g advertises. Kubelet accepts a
+// second registration of a driver only with a strictly higher version (K3);
+// 1.0.N parses for any N (K8), and 1.0.G with G ≥ 1 outranks
+// node-driver-registrar's 1.0.0 (I4).
+func versionOf(g uint64) string { return "1.0." + strconv.FormatUint(g, 10) }
+
+// regServer is one generation's registration server in REG_DIR.
+type regServer struct {
+	g        uint64
+	name     string // socket name in REG_DIR
+	hostPath string // as kubelet sees it
+	sock     *servedSocket
+	srv      *grpc.Server
+	lastInfo atomic.Int64 // unix ns of the last successful GetInfo answer
+	stopped  bool
+}
+
+// lingerUntil is the earliest time the server may stop (I5): kubelet calls
+// NotifyRegistrationStatus on the connection of its GetInfo, within 5 s
+// (K6), and from v1.36 a failed Notify deregisters the driver by name.
+func (r *regServer) lingerUntil(linger time.Duration) time.Time {
+	last := r.lastInfo.Load()
+	if last == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, last).Add(linger)
+}
+
+func (r *regServer) stop() {
+	if r.stopped {
+		return
+	}
+	r.stopped = true
+	r.sock.closed.Store(true)
+	r.srv.Stop() // closes the listener; SetUnlinkOnClose(false) keeps the file (I7)
+}
+
+// exposeRegistration is step 5: serve generation g's registration on a
+// dot-name that kubelet ignores (K1), then rename it to its real name, so
+// kubelet only ever dials a socket that already listens. The rename arrives
+// at kubelet as a Create.
+func (m *Manager) exposeRegistration(g uint64) (*regServer, error) {
+	name, err := m.lay.regSocketName(g)
+	if err != nil {
+		return nil, err
+	}
+	staging := filepath.Join(m.lay.regDir, "."+name)
+	final := filepath.Join(m.lay.regDir, name)
+	sock, err := listenSocket(staging)
+	if err != nil {
+		return nil, fmt.Errorf("registration socket: %w", err)
+	}
+	rs := &regServer{
+		g:        g,
+		name:     name,
+		hostPath: filepath.Join(m.lay.hostRegDir, name),
+		sock:     sock,
+		srv:      grpc.NewServer(),
+	}
+	registerapi.RegisterRegistrationServer(rs.srv, &registrationService{m: m, rs: rs})
+	go func() {
+		if err := rs.srv.Serve(sock.lis); err != nil && !sock.closed.Load() {
+			m.log.WithError(err).WithField("generation", g).Error("registration server stopped")
+		}
+	}()
+	if err := sock.moveTo(final); err != nil {
+		rs.stop()
+		os.Remove(staging) // a dot-name: kubelet never saw it
+		return nil, fmt.Errorf("expose registration socket: %w", err)
+	}
+	return rs, nil
+}
+
+// registrationService answers kubelet's plugin watcher for one generation.
+type registrationService struct {
+	registerapi.UnimplementedRegistrationServer
+	m  *Manager
+	rs *regServer
+}
+
+// GetInfo answers only while this generation holds the lease and the node
+// is not being uninstalled. A refusal is safe: kubelet registers nothing and
+// retries later (K7).
+func (s *registrationService) GetInfo(context.Context, *registerapi.InfoRequest) (*registerapi.PluginInfo, error) {
+	lease, err := readLease(s.m.lay.leasePath())
+	switch {
+	case err != nil:
+		return nil, status.Errorf(codes.Unavailable, "node lease unreadable: %v", err)
+	case lease == nil || lease.Generation != s.rs.g:
+		return nil, status.Errorf(codes.FailedPrecondition, "generation %d no longer holds the node lease", s.rs.g)
+	case lease.Phase == PhaseUninstalling:
+		return nil, status.Error(codes.FailedPrecondition, "driver is being uninstalled from this node")
+	}
+	s.rs.lastInfo.Store(time.Now().UnixNano())
+	return &registerapi.PluginInfo{
+		Type:              registerapi.CSIPlugin,
+		Name:              s.m.lay.driver,
+		Endpoint:          s.m.lay.hostEndpoint, // always E (I3)
+		SupportedVersions: []string{versionOf(s.rs.g)},
+	}, nil
+}
+
+// NotifyRegistrationStatus always returns OK at once (I5): from v1.36 a
+// failed Notify makes kubelet deregister the driver by name (K6). The loop
+// acts on the status.
+func (s *registrationService) NotifyRegistrationStatus(_ context.Context, st *registerapi.RegistrationStatus) (*registerapi.RegistrationStatusResponse, error) {
+	s.m.post(notifyEvent{g: s.rs.g, registered: st.GetPluginRegistered(), msg: st.GetError()})
+	return &registerapi.RegistrationStatusResponse{}, nil
+}

@@ -1,0 +1,145 @@
+package registration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// fileID identifies a file independently of its name, so that a process can
+// tell whether a path still names the socket it bound.
+type fileID struct{ dev, ino uint64 }
+
+func statID(path string) (fileID, error) {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		return fileID{}, &os.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino}, nil
+}
+
+// servedSocket is a unix listener plus the identity of the socket file it
+// bound. The file may be renamed (temp name → E) without changing identity.
+type servedSocket struct {
+	path   string // where the file is now, as far as this process moved it
+	lis    *net.UnixListener
+	id     fileID
+	closed atomic.Bool
+}
+
+// listenSocket binds path. The listener never unlinks its path on Close
+// (I7, K9): an unlink in REG_DIR is a deregistration (K4), and a path we
+// bound may since have been taken over by a successor.
+func listenSocket(path string) (*servedSocket, error) {
+	lis, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	lis.SetUnlinkOnClose(false)
+	id, err := statID(path)
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	return &servedSocket{path: path, lis: lis, id: id}, nil
+}
+
+// owned reports whether s.path still names the file this process bound.
+func (s *servedSocket) owned() bool {
+	id, err := statID(s.path)
+	return err == nil && id == s.id
+}
+
+// moveTo renames the socket file onto target, atomically replacing whatever
+// was there (I3): connections made from now on reach this listener, while
+// calls in flight finish on the previous one.
+func (s *servedSocket) moveTo(target string) error {
+	if err := os.Rename(s.path, target); err != nil {
+		return err
+	}
+	s.path = target
+	return nil
+}
+
+// close stops accepting connections; the file stays where it is.
+func (s *servedSocket) close() {
+	if s.closed.CompareAndSwap(false, true) {
+		s.lis.Close()
+	}
+}
+
+// discard closes s and removes its file if it is still ours. Only used for
+// temp sockets that never became E or csi.sock.
+func (s *servedSocket) discard() {
+	s.close()
+	if s.owned() {
+		os.Remove(s.path)
+	}
+}
+
+// probeNodeInfo calls NodeGetInfo through the socket at path, as kubelet
+// will. I6: a process exposes nothing before this succeeds, because a failing
+// NodeGetInfo during RegisterPlugin makes kubelet drop the driver (K5).
+func probeNodeInfo(ctx context.Context, path string) (NodeInfo, error) {
+	conn, err := grpc.NewClient("unix:"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return NodeInfo{}, err
+	}
+	defer conn.Close()
+	resp, err := csi.NewNodeClient(conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return NodeInfo{}, fmt.Errorf("NodeGetInfo on %s: %w", path, err)
+	}
+	if resp.GetNodeId() == "" {
+		// Kubelet's InstallCSIDriver refuses an empty node ID and then drops
+		// the driver (K5).
+		return NodeInfo{}, errors.New("NodeGetInfo returned an empty node id")
+	}
+	return NodeInfo{
+		NodeID:            resp.GetNodeId(),
+		Topology:          resp.GetAccessibleTopology().GetSegments(),
+		MaxVolumesPerNode: resp.GetMaxVolumesPerNode(),
+	}, nil
+}
+
+// isListening reports whether something accepts connections on the unix
+// socket at path. Connecting has no side effect for kubelet: it never watches
+// connections, only file events (K1).
+func isListening(path string) bool {
+	conn, err := net.DialTimeout("unix", path, 500*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}
+
+func isSocket(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+// changedAgo returns how long ago path's inode last changed (rename
+// included), or false if it cannot be read.
+func changedAgo(path string, now time.Time) (time.Duration, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		return 0, false
+	}
+	return now.Sub(time.Unix(st.Ctim.Unix())), true
+}
+
+// tempPathFor returns a fresh temp socket path next to target.
+func tempPathFor(target string) string {
+	return filepath.Join(filepath.Dir(target), tempSocketName())
+}
