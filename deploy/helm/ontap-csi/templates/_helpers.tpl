@@ -1,0 +1,52 @@
+{{/* The ontap-csi image. */}}
+{{- define "ontap-csi.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* Labels of every object; call with (list $ "component") or (list $ ""). */}}
+{{- define "ontap-csi.labels" -}}
+app.kubernetes.io/name: ontap-csi
+{{- with index . 1 }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+{{- end }}
+
+{{/* The kubelet plugin dir of the driver. */}}
+{{- define "ontap-csi.pluginDir" -}}
+{{ .Values.kubeletDir }}/plugins/csi.trident.netapp.io
+{{- end }}
+
+{{/*
+One controller sidecar with Trident 26.06's arguments; call with
+(dict "root" $ "name" "csi-provisioner" "spec" .Values.sidecars.provisioner "workersFlag" "--worker-threads").
+*/}}
+{{- define "ontap-csi.sidecar" -}}
+- name: {{ .name }}
+  image: {{ .spec.image }}
+  imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+  args:
+    - --v={{ .root.Values.sidecars.logLevel }}
+    - --csi-address=$(ADDRESS)
+    - {{ .workersFlag }}=25
+    - --timeout=600s
+    - --retry-interval-start=10s
+    - --retry-interval-max=300s
+    - --kube-api-qps=25.0
+    - --kube-api-burst=50
+    {{- if gt (int .root.Values.controller.replicas) 1 }}
+    - --leader-election
+    {{- end }}
+  env:
+    - name: ADDRESS
+      value: /var/lib/csi/sockets/pluginproxy/csi.sock
+  resources:
+    {{- toYaml .spec.resources | nindent 4 }}
+  securityContext:
+    allowPrivilegeEscalation: false
+    readOnlyRootFilesystem: true
+    capabilities:
+      drop: ["ALL"]
+  volumeMounts:
+    - name: socket-dir
+      mountPath: /var/lib/csi/sockets/pluginproxy/
+{{- end }}

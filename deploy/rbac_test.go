@@ -1,0 +1,204 @@
+package deploy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// allowedRBAC is every permission ontap-csi's manifests may grant, per
+// role, as "group/resource:verb". It is the sidecars' upstream RBAC
+// (deploy/kubernetes/rbac*.yaml of csi-provisioner v6.3.0, csi-attacher
+// v4.11.0, csi-resizer v2.1.0, csi-snapshotter v8.6.0) minus what ontap-csi
+// does not use, plus the node plugin's reads. Left out on purpose:
+//   - secrets: no StorageClass or VolumeSnapshotClass names *-secret-name;
+//     backend credentials are mounted, not read through the API.
+//   - csistoragecapacities, pods and replicasets for the provisioner:
+//     only with --enable-capacity.
+//   - volumeattributesclasses: the resizer's modify controller starts only
+//     for drivers with MODIFY_VOLUME.
+//   - groupsnapshot.storage.k8s.io: feature gate CSIVolumeGroupSnapshot is off.
+//   - events list/watch/update: client-go's recorder only creates and
+//     patches (aggregated repeats).
+//   - leases list/watch/delete: client-go's Lease lock gets, creates and
+//     updates.
+//
+// The ontap-csi controller itself calls no API yet, so it adds nothing.
+// A change here must name the code path that needs it.
+var allowedRBAC = map[string][]string{
+	// csi-provisioner: PVs it creates and deletes, claims (update: the
+	// clone-protection finalizer), classes, events, snapshot sources (update:
+	// source-protection finalizer and its orphan sweep), topology from
+	// CSINode and Node, and VolumeAttachments (no delete while attached).
+	"ClusterRole/ontap-csi-provisioner": {
+		"/persistentvolumes:get", "/persistentvolumes:list", "/persistentvolumes:watch",
+		"/persistentvolumes:create", "/persistentvolumes:patch", "/persistentvolumes:delete",
+		"/persistentvolumeclaims:get", "/persistentvolumeclaims:list", "/persistentvolumeclaims:watch", "/persistentvolumeclaims:update",
+		"storage.k8s.io/storageclasses:get", "storage.k8s.io/storageclasses:list", "storage.k8s.io/storageclasses:watch",
+		"/events:create", "/events:patch",
+		"snapshot.storage.k8s.io/volumesnapshots:get", "snapshot.storage.k8s.io/volumesnapshots:list",
+		"snapshot.storage.k8s.io/volumesnapshots:watch", "snapshot.storage.k8s.io/volumesnapshots:update",
+		"snapshot.storage.k8s.io/volumesnapshotcontents:get", "snapshot.storage.k8s.io/volumesnapshotcontents:list",
+		"storage.k8s.io/csinodes:get", "storage.k8s.io/csinodes:list", "storage.k8s.io/csinodes:watch",
+		"/nodes:get", "/nodes:list", "/nodes:watch",
+		"storage.k8s.io/volumeattachments:get", "storage.k8s.io/volumeattachments:list", "storage.k8s.io/volumeattachments:watch",
+	},
+	// csi-attacher: PV finalizer, node ID from CSINode, VolumeAttachment
+	// finalizer and status (attached, publish_context, errors).
+	"ClusterRole/ontap-csi-attacher": {
+		"/persistentvolumes:get", "/persistentvolumes:list", "/persistentvolumes:watch", "/persistentvolumes:patch",
+		"storage.k8s.io/csinodes:get", "storage.k8s.io/csinodes:list", "storage.k8s.io/csinodes:watch",
+		"storage.k8s.io/volumeattachments:get", "storage.k8s.io/volumeattachments:list",
+		"storage.k8s.io/volumeattachments:watch", "storage.k8s.io/volumeattachments:patch",
+		"storage.k8s.io/volumeattachments/status:patch",
+	},
+	// csi-resizer: PV capacity, claims and their status, pods using a claim
+	// (--handle-volume-inuse-error), events.
+	"ClusterRole/ontap-csi-resizer": {
+		"/persistentvolumes:get", "/persistentvolumes:list", "/persistentvolumes:watch", "/persistentvolumes:patch",
+		"/persistentvolumeclaims:get", "/persistentvolumeclaims:list", "/persistentvolumeclaims:watch",
+		"/persistentvolumeclaims/status:patch",
+		"/pods:get", "/pods:list", "/pods:watch",
+		"/events:create", "/events:patch",
+	},
+	// csi-snapshotter (sidecar): classes, contents (handle, finalizer) and
+	// their status, events.
+	"ClusterRole/ontap-csi-snapshotter": {
+		"/events:create", "/events:patch",
+		"snapshot.storage.k8s.io/volumesnapshotclasses:get", "snapshot.storage.k8s.io/volumesnapshotclasses:list",
+		"snapshot.storage.k8s.io/volumesnapshotclasses:watch",
+		"snapshot.storage.k8s.io/volumesnapshotcontents:get", "snapshot.storage.k8s.io/volumesnapshotcontents:list",
+		"snapshot.storage.k8s.io/volumesnapshotcontents:watch", "snapshot.storage.k8s.io/volumesnapshotcontents:update",
+		"snapshot.storage.k8s.io/volumesnapshotcontents:patch",
+		"snapshot.storage.k8s.io/volumesnapshotcontents/status:update", "snapshot.storage.k8s.io/volumesnapshotcontents/status:patch",
+	},
+	// Sidecar leader election (replicas > 1).
+	"Role/ontap-csi-leader-election": {
+		"coordination.k8s.io/leases:get", "coordination.k8s.io/leases:create", "coordination.k8s.io/leases:update",
+	},
+	// Node plugin: its Node's topology labels (get), and the registration
+	// watchdog's informer on its own CSINode (get, list, watch).
+	"ClusterRole/ontap-csi-node": {
+		"/nodes:get",
+		"storage.k8s.io/csinodes:get", "storage.k8s.io/csinodes:list", "storage.k8s.io/csinodes:watch",
+	},
+	// Helm's uninstall Job: kubectl rollout status on one DaemonSet.
+	"Role/ontap-csi-deregister-wait": {
+		"apps/daemonsets:get", "apps/daemonsets:list", "apps/daemonsets:watch",
+	},
+}
+
+// allowedBindings: which ServiceAccount each role is granted to.
+var allowedBindings = map[string]string{
+	"ClusterRole/ontap-csi-provisioner": "ontap-csi-controller",
+	"ClusterRole/ontap-csi-attacher":    "ontap-csi-controller",
+	"ClusterRole/ontap-csi-resizer":     "ontap-csi-controller",
+	"ClusterRole/ontap-csi-snapshotter": "ontap-csi-controller",
+	"Role/ontap-csi-leader-election":    "ontap-csi-controller",
+	"ClusterRole/ontap-csi-node":        "ontap-csi-node",
+	"Role/ontap-csi-deregister-wait":    "ontap-csi-deregister-wait",
+}
+
+func TestRBACIsTheAllowList(t *testing.T) {
+	for what, objs := range map[string]objects{
+		"kustomize/base":         kustomize(t, "kustomize/base"),
+		"kustomize/ha":           kustomize(t, "kustomize/ha"),
+		"kustomize/trident-node": kustomize(t, "kustomize/trident-node"),
+		"helm":                   helm(t),
+		"helm-ha":                helm(t, "controller.replicas=2"),
+	} {
+		t.Run(strings.ReplaceAll(what, "/", "-"), func(t *testing.T) {
+			roles := map[string][]rbacv1.PolicyRule{}
+			for name, r := range all[*rbacv1.ClusterRole](objs) {
+				roles["ClusterRole/"+name] = r.Rules
+			}
+			for name, r := range all[*rbacv1.Role](objs) {
+				roles["Role/"+name] = r.Rules
+			}
+			if len(roles) == 0 {
+				t.Fatal("no roles rendered")
+			}
+			for role, rules := range roles {
+				allowed, ok := allowedRBAC[role]
+				if !ok {
+					t.Errorf("%s is not in the allow-list", role)
+					continue
+				}
+				if got, want := grants(t, role, rules), sorted(allowed); strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("%s grants\n%s\nallowed\n%s", role, strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+			}
+			checkBindings(t, objs, roles)
+		})
+	}
+}
+
+// grants flattens rules into "group/resource:verb" and refuses wildcards
+// and resource names (a name restriction is fine only where listed).
+func grants(t *testing.T, role string, rules []rbacv1.PolicyRule) []string {
+	t.Helper()
+	var out []string
+	for _, r := range rules {
+		if len(r.NonResourceURLs) > 0 {
+			t.Errorf("%s: non-resource URLs %v", role, r.NonResourceURLs)
+		}
+		if len(r.ResourceNames) > 0 && role != "Role/ontap-csi-deregister-wait" {
+			t.Errorf("%s: unexpected resourceNames %v", role, r.ResourceNames)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if g == "*" || res == "*" || v == "*" {
+						t.Errorf("%s: wildcard in %v", role, r)
+					}
+					out = append(out, fmt.Sprintf("%s/%s:%s", g, res, v))
+				}
+			}
+		}
+	}
+	return sorted(out)
+}
+
+func checkBindings(t *testing.T, objs objects, roles map[string][]rbacv1.PolicyRule) {
+	t.Helper()
+	bound := map[string]bool{}
+	check := func(binding string, ref rbacv1.RoleRef, subjects []rbacv1.Subject, ns string) {
+		role := ref.Kind + "/" + ref.Name
+		bound[role] = true
+		if _, ok := roles[role]; !ok {
+			t.Errorf("%s binds %s, which is not rendered", binding, role)
+		}
+		want, ok := allowedBindings[role]
+		if !ok {
+			t.Errorf("%s binds %s, which may not be bound", binding, role)
+			return
+		}
+		if len(subjects) != 1 || subjects[0].Kind != rbacv1.ServiceAccountKind || subjects[0].Name != want ||
+			(ns != "" && subjects[0].Namespace != ns) {
+			t.Errorf("%s grants %s to %v, want only ServiceAccount %s", binding, role, subjects, want)
+		}
+		if subjects[0].Namespace == "" {
+			t.Errorf("%s: subject without namespace", binding)
+		}
+	}
+	for name, b := range all[*rbacv1.ClusterRoleBinding](objs) {
+		check("ClusterRoleBinding/"+name, b.RoleRef, b.Subjects, "")
+	}
+	for name, b := range all[*rbacv1.RoleBinding](objs) {
+		check("RoleBinding/"+name, b.RoleRef, b.Subjects, b.Namespace)
+	}
+	for role := range roles {
+		if !bound[role] {
+			t.Errorf("%s is rendered but bound to nobody", role)
+		}
+	}
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
+}
