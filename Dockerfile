@@ -2,7 +2,7 @@
 # Multi-stage build of a static ontap-csi. The image carries only the binary:
 # host tools (mount, mkfs, iscsiadm, multipath, ...) are reached through
 # --host-root, so they always match the host's kernel and configuration.
-FROM golang:1.26-bookworm AS build
+FROM golang:1.26.8-bookworm AS build
 ARG VERSION=dev
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -20,5 +20,8 @@ RUN CGO_ENABLED=0 go build -trimpath \
 
 FROM scratch
 COPY --from=build /out/ /
+# TLS to ONTAP is verified against the system roots unless a backend sets
+# trustedCACertificate, so the image needs them.
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/
 # Trident's DaemonSet and Deployment run /trident_orchestrator.
 ENTRYPOINT ["/ontap-csi"]

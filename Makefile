@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X github.com/ontap-csi/ontap-csi/server.Version=$(VERSION)
 BIN := bin/ontap-csi
 IMAGE ?= ontap-csi:$(VERSION)
 
-.PHONY: all build test unit lint bench demo image clean
+.PHONY: all build test unit lint tools render bench demo image clean
 
 all: build
 
@@ -18,10 +18,21 @@ lint:
 	$(GO) vet ./...
 
 # The whole suite. Tests need root (loop devices, mounts, network namespaces).
-test: lint unit
+test: lint tools build unit
 
-unit:
-	$(GO) test -count=1 ./...
+# Tests that need the binary use the one built here (static, like the image).
+unit: build
+	ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
+
+# kustomize and Helm, pinned in deploy/tools/go.mod, built once per Go build
+# cache; built before the tests so their cold build does not eat a test's timeout.
+tools:
+	$(GO) -C deploy/tools tool kustomize version
+	$(GO) -C deploy/tools tool helm version --short
+
+# make render [OVERLAY=ha]: print the kustomize output.
+render:
+	@$(GO) -C deploy/tools tool kustomize build $(CURDIR)/deploy/kustomize/$(or $(OVERLAY),base)
 
 bench:
 	@echo "benchmarks are added by the issues that measure them; see docs/benchmarks.md"

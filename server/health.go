@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 // HealthServer serves /healthz, /readyz and /metrics.
@@ -21,8 +23,26 @@ type HealthServer struct {
 // ServeHealth starts the HTTP endpoints on addr ("host:port"; port 0 picks a
 // free one). /healthz answers 200 while the process serves; /readyz answers
 // 200 only while ready() holds.
-func ServeHealth(addr string, ready func() bool) (*HealthServer, error) {
-	l, err := net.Listen("tcp", addr)
+//
+// With shared, the port is bound with SO_REUSEPORT. The node DaemonSet runs
+// on the host network, so during a surge rollout the old and the new pod bind
+// the same port; without sharing, the new pod could not start until the old
+// one stopped, and the old one stops only once the new one is ready. A probe
+// may then be answered by either process; both answer for the node.
+func ServeHealth(addr string, ready func() bool, shared bool) (*HealthServer, error) {
+	var lc net.ListenConfig
+	if shared {
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	l, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics address %q: %w", addr, err)
 	}

@@ -92,7 +92,7 @@ func serve(ctx context.Context, o *options) error {
 	}
 
 	if o.metricsAddress != "" {
-		h, err := server.ServeHealth(o.metricsAddress, ready)
+		h, err := server.ServeHealth(o.metricsAddress, ready, o.csiRole == roleNode)
 		if err != nil {
 			return err
 		}
