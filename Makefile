@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/ontap-csi/ontap-csi/server.Version=$(VERSION)
+# The Trident release the binary reports to trident-operator (docs/operator.md).
+TRIDENT_VERSION ?= 26.06.0
+LDFLAGS := -s -w -X github.com/ontap-csi/ontap-csi/server.Version=$(VERSION) -X main.tridentVersion=$(TRIDENT_VERSION)
 BIN := bin/ontap-csi
 IMAGE ?= ontap-csi:$(VERSION)
 
@@ -42,7 +44,7 @@ demo: build
 
 image:
 	@if command -v docker >/dev/null && docker info >/dev/null 2>&1; then \
-		docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) . ; \
+		docker build --build-arg VERSION=$(VERSION) --build-arg TRIDENT_VERSION=$(TRIDENT_VERSION) -t $(IMAGE) . ; \
 	else \
 		echo "no container engine is running here; the Dockerfile is linted by the tests instead"; exit 1; \
 	fi

@@ -21,19 +21,21 @@ type found struct {
 // findVolume resolves a volume ID by asking every backend, as Trident's
 // IDs carry no backend. It fails with backends.ErrNotFound only when every
 // backend answered that it does not have the volume: a backend that could
-// not answer may hold it, and deleting or reporting it gone would be wrong.
+// not answer, or is not loaded, may hold it, and deleting or reporting it
+// gone would be wrong.
 func (s *Service) findVolume(ctx context.Context, id string) (*found, error) {
 	type answer struct {
 		vol *backends.Volume
 		err error
 	}
-	answers := make([]answer, len(s.backends))
-	if len(s.backends) == 1 {
-		v, err := s.backends[0].Volume(ctx, id)
+	bs, incomplete := s.backendSet()
+	answers := make([]answer, len(bs))
+	if len(bs) == 1 {
+		v, err := bs[0].Volume(ctx, id)
 		answers[0] = answer{v, err}
 	} else {
 		var wg sync.WaitGroup
-		for i, b := range s.backends {
+		for i, b := range bs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -48,9 +50,9 @@ func (s *Service) findVolume(ctx context.Context, id string) (*found, error) {
 	for i, a := range answers {
 		switch {
 		case a.err == nil:
-			hits = append(hits, found{a.vol, s.backends[i]})
+			hits = append(hits, found{a.vol, bs[i]})
 		case !errors.Is(a.err, backends.ErrNotFound) && failure == nil:
-			failure = fmt.Errorf("backend %s: %w", s.backends[i].Name(), a.err)
+			failure = fmt.Errorf("backend %s: %w", bs[i].Name(), a.err)
 		}
 	}
 	if len(hits) > 0 {
@@ -58,6 +60,9 @@ func (s *Service) findVolume(ctx context.Context, id string) (*found, error) {
 	}
 	if failure != nil {
 		return nil, failure
+	}
+	if incomplete != nil {
+		return nil, fmt.Errorf("volume %s is on none of the loaded backends: %w", id, incomplete)
 	}
 	return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found", id)
 }
@@ -80,8 +85,12 @@ func ownerOf(ctx context.Context, hits []found) *found {
 
 // allVolumes lists the volumes of every backend, each once, sorted by ID.
 func (s *Service) allVolumes(ctx context.Context) ([]found, error) {
+	bs, incomplete := s.backendSet()
+	if incomplete != nil {
+		return nil, incomplete
+	}
 	byID := map[string][]found{}
-	for _, b := range s.backends {
+	for _, b := range bs {
 		vols, err := b.ListVolumes(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.Name(), err)

@@ -30,11 +30,15 @@ type placement struct {
 // name, so volumes spread over pools while a retried create of one name
 // keeps choosing the same pool.
 func (s *Service) placements(ctx context.Context, p *parameters, use *volumeUse, topo *csi.TopologyRequirement, name string) ([]placement, error) {
-	if len(s.backends) == 0 {
-		return nil, status.Error(codes.Unavailable, "no backend is configured: start the controller with --backend-config")
+	bs, incomplete := s.backendSet()
+	if len(bs) == 0 {
+		if incomplete != nil {
+			return nil, incomplete
+		}
+		return nil, status.Error(codes.Unavailable, "no backend is configured: start the controller with --backend-config, or create a TridentBackendConfig")
 	}
 	var matched, out []placement
-	for _, b := range s.backends {
+	for _, b := range bs {
 		if p.backendType != "" && b.Driver() != p.backendType {
 			continue
 		}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
@@ -24,17 +25,32 @@ type Config struct {
 	// Backends in configuration order; the order breaks ties when several
 	// backends see the same volume and none owns it.
 	Backends []backends.Backend
+	// BackendSource, if set, adds backends that come and go at run time
+	// (Trident's TridentBackendConfig resources). They follow Backends; one
+	// whose name a static backend already has is skipped.
+	BackendSource BackendSource
 	// Nodes answers who a node is (iSCSI IQN, IP addresses).
 	Nodes NodeRegistry
+}
+
+// BackendSource supplies backends that change at run time.
+type BackendSource interface {
+	// Backends returns the backends to serve now, in a stable order. A
+	// non-nil error means the set may lack backends that hold volumes (not
+	// loaded yet, or a configuration that worked before fails now): the
+	// controller still uses what it got, but never concludes from it that a
+	// volume does not exist.
+	Backends() ([]backends.Backend, error)
 }
 
 // Service implements csi.ControllerServer.
 type Service struct {
 	csi.UnimplementedControllerServer
 
-	backends []backends.Backend
-	nodes    NodeRegistry
-	locks    keyLocks
+	static []backends.Backend
+	source BackendSource
+	nodes  NodeRegistry
+	locks  keyLocks
 }
 
 // New returns a controller serving cfg's backends. With none it still
@@ -52,10 +68,32 @@ func New(cfg Config) (*Service, error) {
 		seen[b.Name()] = true
 	}
 	return &Service{
-		backends: append([]backends.Backend(nil), cfg.Backends...),
-		nodes:    cfg.Nodes,
-		locks:    keyLocks{held: map[string]struct{}{}},
+		static: append([]backends.Backend(nil), cfg.Backends...),
+		source: cfg.BackendSource,
+		nodes:  cfg.Nodes,
+		locks:  keyLocks{held: map[string]struct{}{}},
 	}, nil
+}
+
+// backendSet returns the backends one call works with: a snapshot, so that
+// a backend replaced meanwhile serves the rest of the call. incomplete is
+// an ErrUnavailable error while the set may lack a backend that holds
+// volumes (BackendSource).
+func (s *Service) backendSet() (bs []backends.Backend, incomplete error) {
+	if s.source == nil {
+		return s.static, nil
+	}
+	dynamic, err := s.source.Backends()
+	if err != nil {
+		incomplete = backends.Errorf(backends.ErrUnavailable, "not every backend is loaded: %w", err)
+	}
+	bs = append(make([]backends.Backend, 0, len(s.static)+len(dynamic)), s.static...)
+	for _, b := range dynamic {
+		if !slices.ContainsFunc(s.static, func(x backends.Backend) bool { return x.Name() == b.Name() }) {
+			bs = append(bs, b)
+		}
+	}
+	return bs, incomplete
 }
 
 // capabilities are the controller RPCs this service implements. Not

@@ -38,7 +38,10 @@ func (s *Service) createSnapshot(ctx context.Context, req *csi.CreateSnapshotReq
 	}
 	defer unlock()
 
-	for _, b := range s.backends {
+	// A snapshot of this name on a backend that is not loaded goes unseen
+	// here; if that backend holds the source volume, findVolume below fails.
+	bs, _ := s.backendSet()
+	for _, b := range bs {
 		snaps, err := b.Snapshots(ctx, backends.SnapshotFilter{Name: b.SnapshotName(name)})
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.Name(), err)
@@ -171,10 +174,14 @@ func (s *Service) listSnapshots(ctx context.Context, snapID, volID string) ([]*b
 		}
 		return f.backend.Snapshots(ctx, backends.SnapshotFilter{Volume: f.vol})
 	}
+	bs, incomplete := s.backendSet()
+	if incomplete != nil {
+		return nil, incomplete
+	}
 	// Backends sharing an SVM report the same snapshots: keep each ID once.
 	seen := map[string]bool{}
 	var out []*backends.Snapshot
-	for _, b := range s.backends {
+	for _, b := range bs {
 		snaps, err := b.Snapshots(ctx, backends.SnapshotFilter{})
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.Name(), err)

@@ -197,6 +197,13 @@ func TestDockerfile(t *testing.T) {
 	if !strings.Contains(b, "ln -s ontap-csi /out/trident_orchestrator") {
 		t.Errorf("the build stage does not create /out/trident_orchestrator:\n%s", b)
 	}
+	// trident-operator's controller probes exec tridentctl from the image.
+	if !strings.Contains(b, "ln -s ../ontap-csi /out/bin/tridentctl") {
+		t.Errorf("the build stage does not create /out/bin/tridentctl:\n%s", b)
+	}
+	if !strings.Contains(b, "-X main.tridentVersion=") {
+		t.Errorf("the build does not set the Trident release the operator checks:\n%s", b)
+	}
 	if !copiesOut {
 		t.Error("the final stage does not copy /out/ to /")
 	}

@@ -26,8 +26,9 @@ import (
 //   - leases list/watch/delete: client-go's Lease lock gets, creates and
 //     updates.
 //
-// The ontap-csi controller itself calls no API yet, so it adds nothing.
-// A change here must name the code path that needs it.
+// The ontap-csi controller itself calls the API only with --crd_persistence
+// (ontap-csi-controller below). A change here must name the code path that
+// needs it.
 var allowedRBAC = map[string][]string{
 	// csi-provisioner: PVs it creates and deletes, claims (update: the
 	// clone-protection finalizer), classes, events, snapshot sources (update:
@@ -85,6 +86,27 @@ var allowedRBAC = map[string][]string{
 		"/nodes:get",
 		"storage.k8s.io/csinodes:get", "storage.k8s.io/csinodes:list", "storage.k8s.io/csinodes:watch",
 	},
+	// ontap-csi's controller with --crd_persistence, in its namespace only
+	// (Trident's TridentBackendConfigs, their Secrets and TridentNodes live
+	// in the controller's namespace). controller/backendconfigs: list and
+	// watch TridentBackendConfigs (its own list/watch loop, no get), update
+	// to add and remove Trident's finalizer, update status for the phase and
+	// message. Secrets: get only, of the one a TridentBackendConfig names
+	// (a user-chosen name, so resourceNames cannot narrow it further; no
+	// list/watch, it is re-read every resync). controller/tridentnodes: get
+	// on ControllerPublishVolume, create/update on a node's PUT
+	// /trident/v1/node, list for GET /trident/v1/node, update+delete for
+	// DELETE (the finalizer comes off first); never watched.
+	"Role/ontap-csi-controller": {
+		"trident.netapp.io/tridentbackendconfigs:list", "trident.netapp.io/tridentbackendconfigs:watch",
+		"trident.netapp.io/tridentbackendconfigs:update", "trident.netapp.io/tridentbackendconfigs/status:update",
+		"/secrets:get",
+		"trident.netapp.io/tridentnodes:get", "trident.netapp.io/tridentnodes:list", "trident.netapp.io/tridentnodes:create",
+		"trident.netapp.io/tridentnodes:update", "trident.netapp.io/tridentnodes:delete",
+	},
+	// controller/tridentrest: a registering node is answered with its
+	// Node's topology.kubernetes.io labels, as Trident's controller does.
+	"ClusterRole/ontap-csi-controller": {"/nodes:get"},
 	// Helm's uninstall Job: kubectl rollout status on one DaemonSet.
 	"Role/ontap-csi-deregister-wait": {
 		"apps/daemonsets:get", "apps/daemonsets:list", "apps/daemonsets:watch",
@@ -100,6 +122,8 @@ var allowedBindings = map[string]string{
 	"Role/ontap-csi-leader-election":    "ontap-csi-controller",
 	"ClusterRole/ontap-csi-node":        "ontap-csi-node",
 	"Role/ontap-csi-deregister-wait":    "ontap-csi-deregister-wait",
+	"Role/ontap-csi-controller":         "ontap-csi-controller",
+	"ClusterRole/ontap-csi-controller":  "ontap-csi-controller",
 }
 
 func TestRBACIsTheAllowList(t *testing.T) {

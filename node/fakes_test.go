@@ -256,8 +256,11 @@ func newTestService(t *testing.T) *testService {
 		HostRoot:    filepath.Join(root, "host"),
 		Exec:        host,
 	}
-	if err := os.MkdirAll(cfg.KubeletDir, 0o750); err != nil {
-		t.Fatal(err)
+	// The DaemonSet's hostPath (DirectoryOrCreate) provides both.
+	for _, dir := range []string{cfg.KubeletDir, cfg.TrackingDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := cfg.setDefaults(); err != nil {
 		t.Fatal(err)

@@ -78,21 +78,25 @@ func (s *Service) reportNode(ctx context.Context) {
 }
 
 func (s *Service) discoverNodeInfo(log *logrus.Entry) NodeInfo {
-	info := NodeInfo{Name: s.cfg.NodeID}
-	iqn, err := iscsi.ReadInitiatorName(filepath.Join(hostRootOr(s.cfg.HostRoot), iscsi.InitiatorNameFile))
-	switch {
-	case err == nil:
-		info.IQN = iqn
-	case errors.Is(err, os.ErrNotExist):
-		log.Debug("no iSCSI initiator name on this host; iSCSI volumes cannot be attached here")
-	default:
-		log.WithError(err).Warn("cannot read the iSCSI initiator name")
+	info := NodeInfo{Name: s.cfg.NodeID, IQN: s.cfg.InitiatorName, IPs: slices.Clone(s.cfg.IPs)}
+	if info.IQN == "" {
+		iqn, err := iscsi.ReadInitiatorName(filepath.Join(hostRootOr(s.cfg.HostRoot), iscsi.InitiatorNameFile))
+		switch {
+		case err == nil:
+			info.IQN = iqn
+		case errors.Is(err, os.ErrNotExist):
+			log.Debug("no iSCSI initiator name on this host; iSCSI volumes cannot be attached here")
+		default:
+			log.WithError(err).Warn("cannot read the iSCSI initiator name")
+		}
 	}
-	ips, err := nodeIPs("/proc/net/route", "/proc/net/ipv6_route")
-	if err != nil {
-		log.WithError(err).Warn("cannot list the node's IP addresses")
+	if len(info.IPs) == 0 {
+		ips, err := nodeIPs("/proc/net/route", "/proc/net/ipv6_route")
+		if err != nil {
+			log.WithError(err).Warn("cannot list the node's IP addresses")
+		}
+		info.IPs = ips
 	}
-	info.IPs = ips
 	return info
 }
 

@@ -64,6 +64,12 @@ type Config struct {
 	// Reporter receives the node's IQN and IPs for the controller; nil
 	// means nobody needs them.
 	Reporter Reporter
+	// InitiatorName, if set, is the IQN reported instead of the one in
+	// <HostRoot>/etc/iscsi/initiatorname.iscsi (--iscsi-initiator-name).
+	InitiatorName string
+	// IPs, if set, are the addresses reported instead of those of the
+	// default-route interfaces (--node-ips).
+	IPs []string
 
 	// ISCSIDeviceTimeout bounds each wait for the kernel in iSCSI attach,
 	// detach and resize (a LUN's device, its multipath map, a new size).
@@ -115,6 +121,12 @@ func (c *Config) setDefaults() error {
 	for name, dir := range map[string]string{"kubelet dir": c.KubeletDir, "tracking dir": c.TrackingDir, "lock dir": c.LockDir} {
 		if !filepath.IsAbs(dir) {
 			return fmt.Errorf("node: %s %q must be an absolute path", name, dir)
+		}
+	}
+	if c.InitiatorName != "" {
+		// Vetted as if read from initiatorname.iscsi: it ends up in argv.
+		if name, err := iscsi.ParseInitiatorName([]byte("InitiatorName=" + c.InitiatorName)); err != nil || name != c.InitiatorName {
+			return fmt.Errorf("node: initiator name %q is not an iSCSI name", c.InitiatorName)
 		}
 	}
 	return nil

@@ -8,11 +8,10 @@ import (
 	"github.com/ontap-csi/ontap-csi/controller"
 )
 
-// newController loads every --backend-config and builds the controller
-// service. A bad file stops start-up with a message naming the file and the
-// key; no backend is contacted here, so an unreachable ONTAP does not keep
-// the CSI socket from serving.
-func newController(o *options, nodes controller.NodeRegistry) (*controller.Service, error) {
+// loadBackends loads every --backend-config. A bad file stops start-up
+// with a message naming the file and the key; no backend is contacted here,
+// so an unreachable ONTAP does not keep the CSI socket from serving.
+func loadBackends(o *options) ([]backends.Backend, error) {
 	bs := make([]backends.Backend, 0, len(o.backendConfigs))
 	for _, path := range o.backendConfigs {
 		cfg, err := ontap.LoadBackendConfig(path)
@@ -25,8 +24,21 @@ func newController(o *options, nodes controller.NodeRegistry) (*controller.Servi
 		}
 		bs = append(bs, b)
 	}
-	if len(bs) == 0 {
+	return bs, nil
+}
+
+func backendNames(bs []backends.Backend) []string {
+	names := make([]string, 0, len(bs))
+	for _, b := range bs {
+		names = append(names, b.Name())
+	}
+	return names
+}
+
+// newController builds the controller service.
+func newController(cfg controller.Config) (*controller.Service, error) {
+	if len(cfg.Backends) == 0 && cfg.BackendSource == nil {
 		logrus.Warn("no --backend-config given: the controller serves, but cannot create volumes until a backend is configured")
 	}
-	return controller.New(controller.Config{Backends: bs, Nodes: nodes})
+	return controller.New(cfg)
 }

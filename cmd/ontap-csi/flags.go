@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -39,6 +40,8 @@ type options struct {
 	metrics     bool   // --metrics: serve metrics on metrics_address:metrics_port, as Trident does
 	metricsHost string // --metrics_address
 	metricsPort string // --metrics_port
+	// Trident's REST API, Kubernetes access and persistence.
+	tridentAPI tridentAPIOptions
 
 	// ontap-csi's own flags.
 	driverName           string
@@ -61,10 +64,13 @@ type options struct {
 	maxISCSIOperations int
 	maxNFSMounts       int
 	maxFormats         int
+	initiatorName      string
+	nodeIPsList        string
 
 	// Derived by validate.
 	endpointPath string
 	topology     map[string]string
+	nodeIPs      []string
 
 	ignored *ignoredFlags
 }
@@ -74,15 +80,10 @@ type options struct {
 // start it unchanged, but does not implement. Bool flags must be declared as
 // such so that a bare "--k8s_pod" parses as Trident's does.
 var tridentIgnored = map[string]bool{ // name -> is a bool flag
-	"k8s_api_server": false, "k8s_config_path": false, "k8s_pod": true,
-	"k8s_api_qps": false, "k8s_api_burst": false,
-	"volume_driver": false, "driver_port": false, "config": false, "docker_plugin_mode": true,
+	"k8s_config_path": false, "volume_driver": false, "driver_port": false, "config": false, "docker_plugin_mode": true,
 	"csi_unsafe_detach": true, "node_prep": true,
-	"no_persistence": true, "passthrough": true, "crd_persistence": true,
-	"address": false, "port": false, "rest": true, "http_request_timeout": false,
-	"https_address": false, "https_port": false, "https_rest": true,
-	"https_ca_cert": false, "https_server_key": false, "https_server_cert": false,
-	"https_client_key": false, "https_client_cert": false, "aes_key": false,
+	"no_persistence": true, "passthrough": true,
+	"http_request_timeout": false, "aes_key": false,
 	"https_metrics_address": false, "https_metrics_port": false, "https_metrics": true,
 	"disable_audit_log": true, "log_workflows": false, "log_layers": false,
 	"enable_acp": true, "acp_address": false,
@@ -154,6 +155,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.metrics, "metrics", false, "serve metrics on --metrics_address:--metrics_port (Trident's flags; --metrics-address wins)")
 	fs.StringVar(&o.metricsHost, "metrics_address", "", "Trident's metrics address, used with --metrics")
 	fs.StringVar(&o.metricsPort, "metrics_port", "8001", "Trident's metrics port, used with --metrics")
+	o.tridentAPI.register(fs)
 
 	fs.StringVar(&o.driverName, "driver-name", "csi.trident.netapp.io", "CSI driver name")
 	fs.StringVar(&o.kubeletDir, "kubelet-dir", envOr("KUBELET_DIR", "/var/lib/kubelet"), "kubelet root directory on the host (default from $KUBELET_DIR, else /var/lib/kubelet)")
@@ -172,6 +174,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.maxISCSIOperations, "max-iscsi-operations", node.DefaultMaxISCSIOperations, "concurrent iSCSI attach, detach and resize (Trident: 5)")
 	fs.IntVar(&o.maxNFSMounts, "max-nfs-mounts", node.DefaultMaxNFSMounts, "concurrent NFS mounts (Trident: 10)")
 	fs.IntVar(&o.maxFormats, "max-formats", node.DefaultMaxFormats, "concurrent mkfs runs")
+	fs.StringVar(&o.initiatorName, "iscsi-initiator-name", "", "the node's iSCSI initiator name (default: read from <host-root>/etc/iscsi/initiatorname.iscsi)")
+	fs.StringVar(&o.nodeIPsList, "node-ips", "", "the node's IP addresses for NFS export rules, comma-separated (default: those of the default-route interfaces)")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on shutdown, how long calls in flight may take to finish")
 
 	o.ignored = &ignoredFlags{set: map[string]string{}}
@@ -219,6 +223,9 @@ func (o *options) validate() error {
 	}
 	if o.csiRole == roleNode && len(o.backendConfigs) > 0 {
 		return usagef("--backend-config is only used in the controller and allInOne roles")
+	}
+	if err := o.tridentAPI.validate(o.csiRole); err != nil {
+		return err
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return usagef("--log_format %q is not one of text, json", o.logFormat)
@@ -277,7 +284,27 @@ func (o *options) validate() error {
 		return usagef("--node-topology: %v", err)
 	}
 	o.topology = topo
+	ips, err := parseIPs(o.nodeIPsList)
+	if err != nil {
+		return usagef("--node-ips: %v", err)
+	}
+	o.nodeIPs = ips
 	return nil
+}
+
+func parseIPs(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		ip, err := netip.ParseAddr(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an IP address", v)
+		}
+		out = append(out, ip.String())
+	}
+	return out, nil
 }
 
 func parseTopology(s string) (map[string]string, error) {

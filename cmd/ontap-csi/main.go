@@ -3,12 +3,14 @@
 // serves CSI in the role given by --csi_role; see `ontap-csi --help`.
 //
 // The binary also answers to /trident_orchestrator, so that Trident's own
-// DaemonSet and Deployment start it unchanged.
+// DaemonSet and Deployment start it unchanged, and, as /bin/tridentctl, to
+// the few tridentctl commands trident-operator runs in the image.
 package main
 
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -19,6 +21,9 @@ import (
 var subcommands = map[string]func(args []string) int{}
 
 func main() {
+	if filepath.Base(os.Args[0]) == tridentctlName {
+		os.Exit(tridentctlMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 

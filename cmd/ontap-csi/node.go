@@ -23,6 +23,8 @@ func newNode(o *options, reporter node.Reporter) (*node.Service, error) {
 		DevDir:             o.devDir,
 		SysRoot:            o.sysRoot,
 		Reporter:           reporter,
+		InitiatorName:      o.initiatorName,
+		IPs:                o.nodeIPs,
 		ISCSIDeviceTimeout: o.iscsiDeviceTimeout,
 		MaxISCSIOperations: o.maxISCSIOperations,
 		MaxNFSMounts:       o.maxNFSMounts,

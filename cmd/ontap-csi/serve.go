@@ -58,17 +58,39 @@ func serve(ctx context.Context, o *options) error {
 	csi.RegisterIdentityServer(grpcServer, server.NewIdentity(o.driverName, server.Version, pluginCapabilities(o.csiRole), ready))
 	var reporter node.Reporter
 	if o.csiRole != roleNode {
+		bs, err := loadBackends(o)
+		if err != nil {
+			return err
+		}
 		nodes := controller.NewNodes()
-		ctrl, err := newController(o, nodes)
+		cfg := controller.Config{Backends: bs, Nodes: nodes}
+		// Under Trident's Deployment (--crd_persistence): node records are
+		// TridentNodes and backends come from TridentBackendConfigs too.
+		var tc *tridentController
+		if o.tridentAPI.crdPersistence {
+			if tc, err = newTridentController(ctx, &o.tridentAPI, backendNames(bs)); err != nil {
+				return err
+			}
+			cfg.Nodes, cfg.BackendSource = tc.nodes, tc.backends
+		}
+		ctrl, err := newController(cfg)
 		if err != nil {
 			return err
 		}
 		csi.RegisterControllerServer(grpcServer, ctrl)
+		rest, err := serveTridentREST(&o.tridentAPI, tc)
+		if err != nil {
+			return err
+		}
+		defer shutdownAll(rest)
 		// In allInOne the local node reports to the controller in-process.
 		reporter = node.ReporterFunc(func(_ context.Context, n node.NodeInfo) error {
 			nodes.Set(controller.NodeInfo(n))
 			return nil
 		})
+	} else {
+		// Under Trident's DaemonSet: PUT /trident/v1/node to the controller.
+		reporter = nodeReporter(&o.tridentAPI, o.topology)
 	}
 	if o.csiRole != roleController {
 		nodeSvc, err := newNode(o, reporter)
@@ -89,6 +111,13 @@ func serve(ctx context.Context, o *options) error {
 			return err
 		}
 		ready = reg.Ready
+		if o.tridentAPI.httpsREST {
+			probes, err := serveNodeProbes(&o.tridentAPI, reg.Ready)
+			if err != nil {
+				return err
+			}
+			defer shutdownAll([]shutdowner{probes})
+		}
 	}
 
 	if o.metricsAddress != "" {

@@ -1,5 +1,10 @@
 package main
 
+import (
+	"strings"
+	"testing"
+)
+
 // tridentContainers are the exact argument lists of Trident's trident-main
 // container (trident-compat.md §2.1–2.3, from cli/k8s_client/yaml_factory.go
 // with the operator's default values filled in). $(VAR) references are
@@ -8,7 +13,7 @@ var tridentContainers = []struct {
 	name    string
 	role    string
 	args    []string
-	ignored []string // some flags the log must name as ignored
+	ignored []string // some flags the log must name as ignored; none: no such line
 }{
 	{
 		name: "20.10 node DaemonSet",
@@ -22,7 +27,7 @@ var tridentContainers = []struct {
 			"--log_format=text",
 			"--node_prep=true",
 		},
-		ignored: []string{"--no_persistence=true", "--rest=false", "--node_prep=true"},
+		ignored: []string{"--no_persistence=true", "--node_prep=true"},
 	},
 	{
 		name: "20.10 node DaemonSet with debug",
@@ -54,7 +59,7 @@ var tridentContainers = []struct {
 			"--address=127.0.0.1",
 			"--metrics",
 		},
-		ignored: []string{"--crd_persistence=true", "--k8s_pod=true", "--https_port=8443", "--address=127.0.0.1"},
+		ignored: nil, // every flag of it is implemented
 	},
 	{
 		name: "26.06 node DaemonSet",
@@ -81,7 +86,7 @@ var tridentContainers = []struct {
 			"--k8s_api_qps=100.0",
 			"--k8s_api_burst=200",
 		},
-		ignored: []string{"--iscsi_self_healing_interval=5m0s", "--k8s_api_qps=100.0", "--https_port=17546"},
+		ignored: []string{"--iscsi_self_healing_interval=5m0s", "--log_workflows=", "--enable_force_detach=false"},
 	},
 	{
 		name: "26.06 controller Deployment",
@@ -110,4 +115,41 @@ var tridentContainers = []struct {
 		},
 		ignored: []string{"--enable_concurrency=false", "--disable_audit_log=true", "--log_workflows="},
 	},
+}
+
+// implementedTridentFlags must never be logged as ignored.
+var implementedTridentFlags = []string{
+	"--crd_persistence", "--k8s_pod", "--k8s_api_server", "--k8s_api_qps", "--k8s_api_burst",
+	"--rest=", "--address", "--port", "--https_rest", "--https_address", "--https_port",
+	"--https_ca_cert", "--https_server_cert", "--https_server_key", "--https_client_cert", "--https_client_key",
+}
+
+// checkIgnoredFlags checks the one log line naming the ignored Trident flags.
+func checkIgnoredFlags(t *testing.T, logs string, ignored []string) {
+	t.Helper()
+	line := ""
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "ignoring Trident flags") {
+			if line != "" {
+				t.Errorf("ignored Trident flags logged more than once:\n%s", logs)
+			}
+			line = l
+		}
+	}
+	if len(ignored) == 0 && line != "" {
+		t.Errorf("flags logged as ignored, but all are implemented: %s", line)
+	}
+	if len(ignored) > 0 && line == "" {
+		t.Errorf("ignored Trident flags not logged:\n%s", logs)
+	}
+	for _, want := range ignored {
+		if !strings.Contains(line, want) {
+			t.Errorf("log does not name ignored flag %s: %s", want, line)
+		}
+	}
+	for _, f := range implementedTridentFlags {
+		if strings.Contains(line, f) {
+			t.Errorf("implemented flag %s logged as ignored: %s", f, line)
+		}
+	}
 }

@@ -46,14 +46,13 @@ type Store struct {
 	confine func(string) (string, error)
 }
 
-// NewStore returns the store in dir, creating dir if needed. confine vets
-// the staging paths that legacy tracking files point to.
+// NewStore returns the store in dir. The directory is created by the first
+// write, not here: a node plugin that only starts (a probe, a test, a node
+// without volumes) leaves the host untouched. confine vets the staging paths
+// that legacy tracking files point to.
 func NewStore(dir string, confine func(string) (string, error)) (*Store, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("tracking dir %q is not absolute", dir)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("tracking dir: %w", err)
 	}
 	return &Store{dir: filepath.Clean(dir), confine: confine}, nil
 }
@@ -143,6 +142,9 @@ func (s *Store) Write(volumeID string, info *Info) error {
 	}
 	// The temporary name does not end in .json: Trident scans the directory
 	// for *.json on start-up and must not mistake a leftover for a volume.
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return fmt.Errorf("tracking dir: %w", err)
+	}
 	f, err := os.CreateTemp(s.dir, "."+volumeID+".tmp-*")
 	if err != nil {
 		return err

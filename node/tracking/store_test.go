@@ -60,7 +60,7 @@ func TestReadTrident2010(t *testing.T) {
 			if err := os.MkdirAll(staging, 0o750); err != nil {
 				t.Fatal(err)
 			}
-			store, err := NewStore(filepath.Join(root, "tracking"), below(kubelet))
+			store, err := existingStore(t, filepath.Join(root, "tracking"), below(kubelet))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestReadTrident2010(t *testing.T) {
 func TestReadLegacyWithoutPublishInfo(t *testing.T) {
 	root := t.TempDir()
 	staging := filepath.Join(root, "kubelet/pv/globalmount")
-	store, _ := NewStore(filepath.Join(root, "tracking"), below(filepath.Join(root, "kubelet")))
+	store, _ := existingStore(t, filepath.Join(root, "tracking"), below(filepath.Join(root, "kubelet")))
 	legacy, _ := json.Marshal(map[string]string{"stagingTargetPath": staging})
 	os.WriteFile(filepath.Join(store.Dir(), "pvc-1.json"), legacy, 0o600)
 	info, err := store.Read("pvc-1")
@@ -123,7 +123,7 @@ func TestReadLegacyWithoutPublishInfo(t *testing.T) {
 func TestReadRefuses(t *testing.T) {
 	root := t.TempDir()
 	kubelet := filepath.Join(root, "kubelet")
-	store, err := NewStore(filepath.Join(root, "tracking"), below(kubelet))
+	store, err := existingStore(t, filepath.Join(root, "tracking"), below(kubelet))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +157,14 @@ func TestWriteIsTridentFormatAndAtomic(t *testing.T) {
 	store, err := NewStore(dir, below("/kubelet"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Opening the store leaves the host alone; the first write creates
+	// the directory.
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("NewStore created %s: %v", dir, err)
+	}
+	if _, err := store.Read("pvc-1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Read from a missing directory: %v, want ErrNotFound", err)
 	}
 	info := &Info{
 		PublishInfo:       PublishInfo{Localhost: true, FilesystemType: "nfs", NfsServerIP: "10.0.0.1", NfsPath: "/v"},
@@ -274,4 +282,14 @@ func FuzzDecodePublishInfo(f *testing.F) {
 			t.Fatalf("protocol changed in a round trip: %q -> %q", pi.Protocol(), back.Protocol())
 		}
 	})
+}
+
+// existingStore opens a store on a tracking directory that already exists,
+// as on a node where Trident has run.
+func existingStore(t *testing.T, dir string, confine func(string) (string, error)) (*Store, error) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return NewStore(dir, confine)
 }

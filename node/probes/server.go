@@ -1,0 +1,154 @@
+// Package probes serves the node plugin's HTTPS probe endpoints of
+// Trident's node DaemonSet (21.04+): /liveness and /readiness on
+// --https_port, which its startupProbe, livenessProbe and readinessProbe
+// call with scheme HTTPS.
+//
+// /liveness answers 200 whenever the process serves. /readiness answers 200
+// while the node plugin is registered with kubelet (or stands by behind a
+// live holder): kubelet's view decides whether volumes can be mounted here,
+// so it is what a rollout should wait for. Trident instead waited for its
+// registration with the controller; ours never gates the node (Trident
+// #1061), and a node whose controller is away is still ready.
+package probes
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// Config configures the probe server.
+type Config struct {
+	// Address is host:port (Trident: --https_address, --https_port).
+	Address string
+	// CertFile and KeyFile are the server certificate (Trident's
+	// --https_server_cert and --https_server_key, /certs/serverCert and
+	// /certs/serverKey). Without them a self-signed certificate is made:
+	// kubelet's HTTPS probes do not verify certificates.
+	CertFile, KeyFile string
+	// Ready answers /readiness.
+	Ready func() bool
+	// Shared binds the port with SO_REUSEPORT. The node DaemonSet runs on
+	// the host network: during a surge rollout the old and the new pod bind
+	// the same port, and either may answer a probe for the node.
+	Shared bool
+}
+
+// Server serves the probes.
+type Server struct {
+	srv *http.Server
+	l   net.Listener
+}
+
+// Listen binds cfg.Address and serves the probes in the background.
+func Listen(cfg Config) (*Server, error) {
+	cert, err := certificate(cfg.CertFile, cfg.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	if cfg.Shared {
+		lc.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	l, err := lc.Listen(context.Background(), "tcp", cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("probe address %q: %w", cfg.Address, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /liveness", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	})
+	mux.HandleFunc("GET /readiness", func(w http.ResponseWriter, _ *http.Request) {
+		if cfg.Ready != nil && !cfg.Ready() {
+			http.Error(w, "not registered with kubelet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	s := &Server{
+		srv: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 5 * time.Second,
+			// Probes that drop the connection mid-handshake are not news.
+			ErrorLog: log.New(logrus.StandardLogger().WriterLevel(logrus.DebugLevel), "probes: ", 0),
+		},
+		l: tls.NewListener(l, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}}),
+	}
+	go func() {
+		if err := s.srv.Serve(s.l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logrus.WithError(err).Error("probe server stopped")
+		}
+	}()
+	return s, nil
+}
+
+// Addr is the address actually bound.
+func (s *Server) Addr() net.Addr { return s.l.Addr() }
+
+// Shutdown stops serving, waiting at most until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+
+// certificate loads the server certificate, or makes a self-signed one
+// when it cannot: a probe must not fail, or keep the node plugin from
+// starting, for want of a certificate that kubelet does not check.
+func certificate(certFile, keyFile string) (*tls.Certificate, error) {
+	if certFile != "" && keyFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err == nil {
+			return &pair, nil
+		}
+		logrus.WithError(err).Warn("probe server: no usable certificate in --https_server_cert/--https_server_key; " +
+			"serving a self-signed one (kubelet's HTTPS probes do not verify it)")
+	}
+	return selfSigned()
+}
+
+func selfSigned() (*tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "ontap-csi-node-probes"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
