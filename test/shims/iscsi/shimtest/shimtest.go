@@ -58,7 +58,11 @@ var (
 // step).
 //
 //	func TestMain(m *testing.M) { shimtest.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain with teardown of its own: it returns the
+// exit code instead of exiting.
+func Run(m *testing.M) int {
 	shared = true
 	code := m.Run()
 	buildMu.Lock()
@@ -66,7 +70,7 @@ func Main(m *testing.M) {
 		os.RemoveAll(buildDir)
 	}
 	buildMu.Unlock()
-	os.Exit(code)
+	return code
 }
 
 // shimBinary returns the built shim, building it if needed.

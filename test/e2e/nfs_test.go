@@ -1,0 +1,334 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/node/tracking"
+	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
+)
+
+// nfsVolume is an ONTAP volume the controller would have made: a volume
+// mounted at its junction, with an export policy.
+type nfsVolume struct {
+	id       string // the CSI volume id (PV name)
+	name     string // ONTAP name
+	junction string
+	context  map[string]string // publish context
+}
+
+// makeNFSVolume creates the volume on the simulator and returns the publish
+// context Trident's controller hands the node for it.
+func (r *rig) makeNFSVolume(id string, clients ...string) nfsVolume {
+	r.t.Helper()
+	name := "trident_" + filepathSafe(id)
+	policy := "trident_policy_" + filepathSafe(id)
+	if _, err := r.sim.CreateExportPolicy(policy, sim.ExportRule{Clients: clients, Protocols: []string{"nfs"}}); err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := r.sim.CreateVolume(sim.VolumeSpec{
+		Name: name, Size: 1 << 30, Thin: true, ExportPolicy: policy, JunctionPath: "/" + name, UnixPermissions: 777,
+	}); err != nil {
+		r.t.Fatal(err)
+	}
+	return nfsVolume{
+		id: id, name: name, junction: "/" + name,
+		context: map[string]string{
+			"protocol":     "file",
+			"nfsServerIp":  r.sim.Info().NFSLIFs[0],
+			"nfsPath":      "/" + name,
+			"mountOptions": "-o nfsvers=4.1",
+		},
+	}
+}
+
+func filepathSafe(id string) string {
+	out := []byte(id)
+	for i, c := range out {
+		if c == '-' || c == '.' {
+			out[i] = '_'
+		}
+	}
+	return string(out)
+}
+
+// backingDir is where the simulator keeps the volume's files.
+func (r *rig) backingDir(v nfsVolume) string {
+	r.t.Helper()
+	exp, err := r.sim.ResolveNFSExport(v.context["nfsServerIp"], nfsClientIP, v.junction)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return exp.Directory
+}
+
+// TestNFSEndToEnd runs an ontap-nas volume through its whole life as
+// kubelet and the sidecars would, through one ontap-csi process:
+// CreateVolume, ControllerPublishVolume, NodeStage, NodePublish (read-write
+// and read-only), a write, ControllerExpandVolume and NodeExpandVolume,
+// NodeGetVolumeStats, NodeUnpublish, NodeUnstage, ControllerUnpublish,
+// DeleteVolume; every call but the first of each twice, as retries are.
+// From the expansion on, a restarted process carries on: all either service
+// needs is on ONTAP and in the tracking file. Nothing may be left: no mount,
+// no tracking file, no ONTAP object.
+func TestNFSEndToEnd(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	p := r.startPlugin(pluginOptions{})
+	ctx := ctxT(t)
+	const name = "pvc-4a1c7f0e-7d39-4c55-9a0e-0d1f3e9b2c11"
+	capability := mountCap("nfs", csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, "hard")
+
+	created, err := p.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{
+		Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30},
+		VolumeCapabilities: []*csi.VolumeCapability{capability},
+		Parameters:         map[string]string{"backendType": "ontap-nas"},
+	})
+	if err != nil {
+		t.Fatalf("CreateVolume: %v", err)
+	}
+	volumeID := created.GetVolume().GetVolumeId()
+	if volumeID != name {
+		t.Errorf("volume id %q, want the PV name as Trident's", volumeID)
+	}
+	internal := "trident_" + filepathSafe(name)
+	if _, ok := r.sim.Volume(internal); !ok {
+		t.Fatalf("no ONTAP volume %s", internal)
+	}
+
+	publish := &csi.ControllerPublishVolumeRequest{
+		VolumeId: volumeID, NodeId: nodeID, VolumeCapability: capability, VolumeContext: created.GetVolume().GetVolumeContext(),
+	}
+	var pc map[string]string
+	for i := 0; i < 2; i++ {
+		resp, err := p.Controller.ControllerPublishVolume(ctx, publish)
+		if err != nil {
+			t.Fatalf("ControllerPublishVolume #%d: %v", i+1, err)
+		}
+		pc = resp.GetPublishContext()
+	}
+	if pc["protocol"] != "file" || pc["nfsServerIp"] != r.sim.Info().NFSLIFs[0] || pc["nfsPath"] != "/"+internal {
+		t.Fatalf("publish context %v", pc)
+	}
+	// The volume's own export policy admits exactly the node's address.
+	if v, _ := r.sim.Volume(internal); !policyAdmits(r, v.ExportPolicy, nfsClientIP) {
+		t.Fatalf("export policy %q of %s does not admit the node", v.ExportPolicy, internal)
+	}
+	vol := nfsVolume{id: volumeID, name: internal, junction: pc["nfsPath"], context: pc}
+
+	staging := r.makeStaging(vol.id)
+	target := r.makeTargetParent("pod-a", vol.id)
+	roTarget := r.makeTargetParent("pod-b", vol.id)
+	stage := &csi.NodeStageVolumeRequest{
+		VolumeId: vol.id, StagingTargetPath: staging, VolumeCapability: capability, PublishContext: pc,
+		VolumeContext: created.GetVolume().GetVolumeContext(),
+	}
+	for i := 0; i < 2; i++ { // the second call must be a no-op success
+		if _, err := p.Node.NodeStageVolume(ctx, stage); err != nil {
+			t.Fatalf("NodeStageVolume #%d: %v", i+1, err)
+		}
+	}
+	// NFS stage records the export in Trident's 23.01 format and mounts
+	// nothing.
+	if isMountPoint(t, staging) {
+		t.Fatal("NFS stage mounted the staging path")
+	}
+	rec := readTracking(t, r.TrackingFile(vol.id))
+	if rec["nfsServerIp"] != pc["nfsServerIp"] || rec["nfsPath"] != vol.junction || rec["stagingTargetPath"] != staging || rec["fstype"] != "nfs" {
+		t.Fatalf("tracking file: %v", rec)
+	}
+
+	nodePublish := &csi.NodePublishVolumeRequest{
+		VolumeId: vol.id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, PublishContext: pc,
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := p.Node.NodePublishVolume(ctx, nodePublish); err != nil {
+			t.Fatalf("NodePublishVolume #%d: %v", i+1, err)
+		}
+	}
+	roPublish := &csi.NodePublishVolumeRequest{
+		VolumeId: vol.id, StagingTargetPath: staging, TargetPath: roTarget, VolumeCapability: capability, PublishContext: pc, Readonly: true,
+	}
+	if _, err := p.Node.NodePublishVolume(ctx, roPublish); err != nil {
+		t.Fatalf("read-only NodePublishVolume: %v", err)
+	}
+
+	// A file written through the mount is in the volume on the "server".
+	if err := os.WriteFile(filepath.Join(target, "hello.txt"), []byte("hello from the pod\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(r.backingDir(vol), "hello.txt"))
+	if err != nil || string(got) != "hello from the pod\n" {
+		t.Fatalf("file in the backing directory: %q, %v", got, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(roTarget, "hello.txt")); err != nil || string(got) != "hello from the pod\n" {
+		t.Fatalf("read through the read-only publish: %q, %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(roTarget, "nope"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+		t.Fatalf("write through the read-only publish: %v, want EROFS", err)
+	}
+	rec = readTracking(t, r.TrackingFile(vol.id))
+	published, _ := rec["publishedTargetPaths"].(map[string]any)
+	if _, ok := published[target]; !ok || len(published) != 2 {
+		t.Fatalf("published paths recorded: %v", published)
+	}
+	p.Stop()
+	p = r.startPlugin(pluginOptions{})
+
+	// NFS grows on ONTAP alone: the controller says so, and node expansion
+	// succeeds and does nothing.
+	before, _ := r.sim.Volume(internal)
+	exp, err := p.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{
+		VolumeId: vol.id, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30}, VolumeCapability: capability,
+	})
+	if err != nil || exp.GetCapacityBytes() != 2<<30 || exp.GetNodeExpansionRequired() {
+		t.Fatalf("ControllerExpandVolume: %v, %v", exp, err)
+	}
+	if after, _ := r.sim.Volume(internal); after.Size <= before.Size {
+		t.Fatalf("ONTAP volume size %d after expansion, was %d", after.Size, before.Size)
+	}
+	if _, err := p.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{
+		VolumeId: vol.id, VolumePath: target, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30},
+	}); err != nil {
+		t.Fatalf("NodeExpandVolume: %v", err)
+	}
+
+	stats, err := p.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: vol.id, VolumePath: target})
+	if err != nil {
+		t.Fatalf("NodeGetVolumeStats: %v", err)
+	}
+	checkStats(t, stats, 1)
+
+	for _, tp := range []string{target, roTarget, target} { // the repeat must succeed
+		if _, err := p.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol.id, TargetPath: tp}); err != nil {
+			t.Fatalf("NodeUnpublishVolume %s: %v", tp, err)
+		}
+		if _, err := os.Lstat(tp); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("target %s not removed: %v", tp, err)
+		}
+	}
+	unstage := &csi.NodeUnstageVolumeRequest{VolumeId: vol.id, StagingTargetPath: staging}
+	for i := 0; i < 2; i++ {
+		if _, err := p.Node.NodeUnstageVolume(ctx, unstage); err != nil {
+			t.Fatalf("NodeUnstageVolume #%d: %v", i+1, err)
+		}
+	}
+	r.assertClean(vol.id)
+	// The data stays on the volume until it is deleted.
+	if _, err := os.Stat(filepath.Join(r.backingDir(vol), "hello.txt")); err != nil {
+		t.Fatal(err)
+	}
+
+	for i := 0; i < 2; i++ {
+		if _, err := p.Controller.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: vol.id, NodeId: nodeID}); err != nil {
+			t.Fatalf("ControllerUnpublishVolume #%d: %v", i+1, err)
+		}
+	}
+	if v, _ := r.sim.Volume(internal); policyAdmits(r, v.ExportPolicy, nfsClientIP) {
+		t.Fatalf("export policy %q still admits the node after ControllerUnpublishVolume", v.ExportPolicy)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := p.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.id}); err != nil {
+			t.Fatalf("DeleteVolume #%d: %v", i+1, err)
+		}
+	}
+	plugintest.AssertONTAPClean(t, r.sim.Simulator)
+}
+
+// policyAdmits reports whether export policy name has a rule for client.
+func policyAdmits(r *rig, name, client string) bool {
+	for _, pol := range r.sim.ExportPolicies() {
+		if pol.Name != name {
+			continue
+		}
+		for _, rule := range pol.Rules {
+			if slices.Contains(rule.Clients, client) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// An export policy that does not admit the node is PermissionDenied
+// (Trident #965: "mount.nfs: access denied"), and leaves nothing behind.
+func TestNFSExportPolicyDenies(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	p := r.startPlugin(pluginOptions{})
+	ctx := ctxT(t)
+	vol := r.makeNFSVolume("pvc-denied", "198.51.100.0/24")
+	staging := r.makeStaging(vol.id)
+	target := r.makeTargetParent("pod-a", vol.id)
+	capability := mountCap("", snw)
+	if _, err := p.Node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+		VolumeId: vol.id, StagingTargetPath: staging, VolumeCapability: capability, PublishContext: vol.context,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
+		VolumeId: vol.id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, PublishContext: vol.context,
+	})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("publish through a refusing export policy: %v, want PermissionDenied", err)
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("failed publish left the target behind: %v", err)
+	}
+	rec := readTracking(t, r.TrackingFile(vol.id))
+	if published, _ := rec["publishedTargetPaths"].(map[string]any); len(published) != 0 {
+		t.Fatalf("failed publish left a record: %v", published)
+	}
+	if _, err := p.Node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol.id, StagingTargetPath: staging}); err != nil {
+		t.Fatal(err)
+	}
+	r.assertClean(vol.id)
+}
+
+func readTracking(t testing.TB, path string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("tracking file mode %v, want 0600", st.Mode().Perm())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tracking.Decode(data); err != nil {
+		t.Fatalf("tracking file does not decode: %v", err)
+	}
+	return m
+}
+
+// checkStats checks a healthy file system volume's stats.
+func checkStats(t testing.TB, resp *csi.NodeGetVolumeStatsResponse, minUsedBytes int64) {
+	t.Helper()
+	if c := resp.GetVolumeCondition(); c == nil || c.GetAbnormal() {
+		t.Fatalf("volume condition %v", c)
+	}
+	var bytes, inodes *csi.VolumeUsage
+	for _, u := range resp.GetUsage() {
+		switch u.GetUnit() {
+		case csi.VolumeUsage_BYTES:
+			bytes = u
+		case csi.VolumeUsage_INODES:
+			inodes = u
+		}
+	}
+	if bytes == nil || inodes == nil || bytes.GetTotal() <= 0 || bytes.GetUsed() < minUsedBytes || bytes.GetAvailable() > bytes.GetTotal() || inodes.GetTotal() <= 0 {
+		t.Fatalf("usage %v", resp.GetUsage())
+	}
+}

@@ -1,0 +1,72 @@
+package sanity
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	csisanity "github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
+
+	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
+)
+
+// Run runs csi-sanity, node specs included, against the real binary —
+// ontap-csi --csi_role=allInOne serving one backend of driver on the ONTAP
+// simulator — as root through the test shims: NFS exports are checked
+// against the simulator's export policies and bind-mounted, iSCSI LUNs
+// attach as loop devices and are formatted and mounted for real. Only one
+// Run per process: csi-sanity builds one Ginkgo suite.
+//
+// Afterwards nothing csi-sanity made may be left: no volume, LUN, igroup or
+// export policy on ONTAP, no mount, tracking file, iSCSI session or loop
+// device on the node.
+func Run(t *testing.T, driver string) {
+	plugintest.RequireRoot(t)
+	roots := plugintest.NewRoots(t)
+	s := plugintest.StartSim(t, roots, sim.Config{})
+	o := plugintest.Options{
+		Roots:    roots,
+		Sim:      s,
+		Backends: []string{plugintest.WriteBackendConfig(t, roots.Root, s.Simulator, driver, backendKeys(driver, nil))},
+		NodeID:   NodeID,
+		NodeIPs:  NodeIPs,
+		// VOLUME_ACCESSIBILITY_CONSTRAINTS is advertised: csi-sanity
+		// wants NodeGetInfo to report a topology.
+		Topology: "topology.kubernetes.io/zone=zone-a",
+	}
+	if driver == ontap.DriverONTAPSAN {
+		o.ISCSI = plugintest.StartISCSI(t, roots, s, NodeIQN)
+	}
+	p := plugintest.Start(t, o)
+
+	cfg := csisanity.NewTestConfig()
+	cfg.Address = p.Endpoint
+	// csi-sanity makes both directories itself (os.Mkdir) and publishes at
+	// TargetPath/target; they must lie below the kubelet dir, as kubelet's
+	// do.
+	cfg.TargetPath = filepath.Join(roots.KubeletDir, "pods", "sanity-target")
+	cfg.StagingPath = filepath.Join(roots.KubeletDir, "plugins", "sanity-staging")
+	cfg.IdempotentCount = 10
+	// The attach-limit spec runs if NodeGetInfo ever reports
+	// max_volumes_per_node; like Trident's, ours reports none.
+	cfg.TestNodeVolumeAttachLimit = true
+	csisanity.Test(t, cfg)
+
+	plugintest.AssertONTAPClean(t, s.Simulator)
+	if mps := plugintest.MountPointsBelow(t, roots.Root); len(mps) > 0 {
+		t.Errorf("mounts left: %v", mps)
+	}
+	if files := roots.TrackingFiles(t); len(files) > 0 {
+		t.Errorf("tracking files left: %v", files)
+	}
+	if o.ISCSI != nil {
+		plugintest.AssertNoISCSI(t, o.ISCSI)
+	}
+	for _, dir := range []string{cfg.TargetPath, cfg.StagingPath} {
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s left behind (%v)", dir, err)
+		}
+	}
+}
