@@ -34,6 +34,9 @@ const (
 const FSTypeRaw = "raw"
 
 // Backend is one configured storage backend (one Trident backend config).
+// One that holds connections may implement io.Closer: whoever replaces or
+// removes a Backend at run time calls Close, which must not disturb calls
+// still in flight.
 type Backend interface {
 	// Name is the backend's unique name (Trident's backendName).
 	Name() string

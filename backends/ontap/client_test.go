@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -295,6 +296,69 @@ func TestAmbiguousCreateResolvedByLookup(t *testing.T) {
 	posts.Store(1)
 	if _, err := c.CreateIgroup(context.Background(), "node1"); !IsAlreadyExists(err) {
 		t.Fatalf("err = %v, want already exists", err)
+	}
+}
+
+// CreateLUNMap passes on the reporting nodes of ONTAP's answer; without
+// them in it they are unknown (nil), not none.
+func TestCreateLUNMapReportingNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		record map[string]any
+		want   []string
+	}{
+		{"in the answer", map[string]any{"reporting_nodes": []any{map[string]any{"name": "n1", "uuid": "u1"}, map[string]any{"name": "n2", "uuid": "u2"}}}, []string{"n1", "n2"}},
+		{"not in the answer", map[string]any{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				rec := map[string]any{"lun": map[string]any{"name": "/vol/v/lun0", "uuid": "lun-1"},
+					"igroup": map[string]any{"name": "ig", "uuid": "ig-1"}, "logical_unit_number": 3}
+				for k, v := range tc.record {
+					rec[k] = v
+				}
+				writeJSON(w, 201, map[string]any{"num_records": 1, "records": []any{rec}})
+			}))
+			defer srv.Close()
+			c, _ := newTestClient(t, srv.URL, nil)
+			c.svmUUID = "svm-uuid"
+			m, err := c.CreateLUNMap(context.Background(), LUNMapCreate{LUNPath: "/vol/v/lun0", IgroupName: "ig"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.LUNID != 3 || !slices.Equal(m.ReportingNodes, tc.want) || (m.ReportingNodes == nil) != (tc.want == nil) {
+				t.Errorf("map %+v, want reporting nodes %#v", m, tc.want)
+			}
+		})
+	}
+}
+
+// CreateIgroup puts the initiators into the create request.
+func TestCreateIgroupWithInitiators(t *testing.T) {
+	bodies := make(chan map[string]any, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			t.Error(err)
+		}
+		bodies <- body
+		writeJSON(w, 201, map[string]any{"num_records": 1, "records": []any{map[string]any{
+			"uuid": "ig-1", "name": "node1", "initiators": body["initiators"]}}})
+	}))
+	defer srv.Close()
+	c, _ := newTestClient(t, srv.URL, nil)
+	c.svmUUID = "svm-uuid"
+	ig, err := c.CreateIgroup(context.Background(), "node1", "iqn.1994-05.com.redhat:a", "iqn.1994-05.com.redhat:b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := <-bodies
+	got, _ := json.Marshal(body["initiators"])
+	if string(got) != `[{"name":"iqn.1994-05.com.redhat:a"},{"name":"iqn.1994-05.com.redhat:b"}]` {
+		t.Errorf("initiators in the body: %s", got)
+	}
+	if !slices.Equal(ig.Initiators, []string{"iqn.1994-05.com.redhat:a", "iqn.1994-05.com.redhat:b"}) {
+		t.Errorf("igroup %+v", ig)
 	}
 }
 

@@ -78,6 +78,14 @@ type driver struct {
 
 func (d *driver) Name() string { return d.cfg.BackendName }
 
+// Close implements io.Closer: it releases the idle connections to ONTAP of
+// a backend that is replaced or removed. Calls in flight finish, and a call
+// made later still works, on a new connection.
+func (d *driver) Close() error {
+	d.client.Close()
+	return nil
+}
+
 func (d *driver) Driver() string { return d.cfg.StorageDriverName }
 
 // MinimumVolumeSize is ONTAP's (and Trident's) smallest FlexVol.

@@ -347,6 +347,63 @@ func TestSANPublishIgroupLifecycle(t *testing.T) {
 	}
 }
 
+// A publish spends no request it can do without: a new igroup is created
+// with the IQN in it, and a new map's answer names its reporting nodes. An
+// igroup that exists without the IQN still gets it, and an existing map's
+// reporting nodes are still read.
+func TestSANPublishRequests(t *testing.T) {
+	const (
+		igroups   = "POST /api/protocols/san/igroups"
+		addInit   = "POST /api/protocols/san/igroups/{igroup.uuid}/initiators"
+		mapLUN    = "POST /api/protocols/san/lun-maps"
+		reporting = "GET /api/protocols/san/lun-maps/{lun.uuid}/{igroup.uuid}/reporting-nodes"
+	)
+	b, s := simBackend(t, ontap.DriverONTAPSAN, sim.Config{Nodes: 4}, nil)
+	ctx := ctxT(t)
+	v1 := create(t, b, "pvc-1", gib, backends.AccessMount)
+	v2 := create(t, b, "pvc-2", gib, backends.AccessMount)
+	const iqn1, iqn2 = "iqn.1994-05.com.redhat:w1", "iqn.1994-05.com.redhat:w1-reinstalled"
+	portals := map[string]string{} // volume → p1,p2,p3 as first published
+	for _, step := range []struct {
+		name     string
+		vol      *backends.Volume
+		iqn      string
+		requests map[string]int64
+		iqns     []string // the igroup's afterwards
+	}{
+		{"first publish", v1, iqn1, map[string]int64{igroups: 1, addInit: 0, mapLUN: 1, reporting: 0}, []string{iqn1}},
+		{"igroup without the IQN", v2, iqn2, map[string]int64{igroups: 0, addInit: 1, mapLUN: 1, reporting: 0}, []string{iqn1, iqn2}},
+		{"map exists", v1, iqn1, map[string]int64{igroups: 0, addInit: 0, mapLUN: 0, reporting: 1}, []string{iqn1, iqn2}},
+	} {
+		before := s.Stats()
+		pc, err := b.Publish(ctx, step.vol, &backends.PublishRequest{
+			Node: backends.Node{Name: "worker-1", IQN: step.iqn}, AccessType: backends.AccessMount,
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		after := s.Stats()
+		for ep, want := range step.requests {
+			if got := after.Endpoints[ep].Requests - before.Endpoints[ep].Requests; got != want {
+				t.Errorf("%s: %d × %s, want %d", step.name, got, ep, want)
+			}
+		}
+		if igs := s.IGroups(); len(igs) != 1 || !slices.Equal(igs[0].Initiators, step.iqns) {
+			t.Errorf("%s: igroups %+v, want one holding %v", step.name, igs, step.iqns)
+		}
+		// The portals are the same whichever way the reporting nodes
+		// were learnt.
+		got := strings.Join([]string{pc["p1"], pc["p2"], pc["p3"]}, ",")
+		if pc["p1"] == "" {
+			t.Errorf("%s: no portals in %v", step.name, pc)
+		}
+		if want, ok := portals[step.vol.ID]; ok && got != want {
+			t.Errorf("%s: portals %s, the first publish's %s", step.name, got, want)
+		}
+		portals[step.vol.ID] = got
+	}
+}
+
 func TestSANCHAP(t *testing.T) {
 	b, _ := simBackend(t, ontap.DriverONTAPSAN, sim.Config{}, map[string]any{
 		"useCHAP": true, "chapUsername": "in", "chapInitiatorSecret": "secret-in-123",

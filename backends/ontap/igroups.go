@@ -33,15 +33,22 @@ func (w *igroupWire) igroup() Igroup {
 
 const igroupsEndpoint = "/protocols/san/igroups"
 
-// CreateIgroup creates an empty iSCSI igroup of OS type linux and returns it.
-// ErrAlreadyExists if the name is taken.
-func (c *Client) CreateIgroup(ctx context.Context, name string) (*Igroup, error) {
+// CreateIgroup creates an iSCSI igroup of OS type linux holding initiators
+// (IQNs) and returns it. ErrAlreadyExists if the name is taken.
+func (c *Client) CreateIgroup(ctx context.Context, name string, initiators ...string) (*Igroup, error) {
 	svm, err := c.svm(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out collection[igroupWire]
 	body := map[string]any{"name": name, "protocol": "iscsi", "os_type": "linux", "svm": nameRef{UUID: svm}}
+	if len(initiators) > 0 {
+		inits := make([]nameRef, 0, len(initiators))
+		for _, iqn := range initiators {
+			inits = append(inits, nameRef{Name: iqn})
+		}
+		body["initiators"] = inits
+	}
 	err = c.mutate(ctx, http.MethodPost, igroupsEndpoint, igroupsEndpoint, url.Values{"return_records": {"true"}}, body, &out)
 	if err = c.resolveCreate(ctx, err, func(ctx context.Context) error {
 		_, err := c.GetIgroup(ctx, name)

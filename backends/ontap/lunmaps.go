@@ -13,6 +13,10 @@ type LUNMap struct {
 	IgroupUUID string
 	IgroupName string
 	LUNID      int // logical_unit_number
+	// ReportingNodes are the names of the nodes that report the LUN
+	// (selective LUN map), when the answer carried them: CreateLUNMap's
+	// may. Nil means unknown; LUNMapReportingNodes reads them.
+	ReportingNodes []string
 }
 
 // LUNMapCreate describes a new map. LUNID nil lets ONTAP pick the lowest
@@ -24,9 +28,10 @@ type LUNMapCreate struct {
 }
 
 type lunMapWire struct {
-	LUN               nameRef `json:"lun"`
-	Igroup            nameRef `json:"igroup"`
-	LogicalUnitNumber *int    `json:"logical_unit_number"`
+	LUN               nameRef   `json:"lun"`
+	Igroup            nameRef   `json:"igroup"`
+	LogicalUnitNumber *int      `json:"logical_unit_number"`
+	ReportingNodes    []nameRef `json:"reporting_nodes"`
 }
 
 func (w *lunMapWire) lunMap() LUNMap {
@@ -34,12 +39,19 @@ func (w *lunMapWire) lunMap() LUNMap {
 	if w.LogicalUnitNumber != nil {
 		m.LUNID = *w.LogicalUnitNumber
 	}
+	if w.ReportingNodes != nil {
+		m.ReportingNodes = make([]string, 0, len(w.ReportingNodes))
+		for _, n := range w.ReportingNodes {
+			m.ReportingNodes = append(m.ReportingNodes, n.Name)
+		}
+	}
 	return m
 }
 
 const lunMapsEndpoint = "/protocols/san/lun-maps"
 
-// CreateLUNMap maps a LUN to an igroup and returns the map with its LUN ID.
+// CreateLUNMap maps a LUN to an igroup and returns the map with its LUN ID,
+// and with its reporting nodes if ONTAP's answer held them.
 // ErrAlreadyExists if the LUN is already mapped to that igroup.
 func (c *Client) CreateLUNMap(ctx context.Context, m LUNMapCreate) (*LUNMap, error) {
 	svm, err := c.svm(ctx)

@@ -112,7 +112,7 @@ func (c *Client) CreateLUN(ctx context.Context, l LUNCreate) (*LUN, error) {
 
 // GetLUN returns the LUN at path; NotFound if there is none.
 func (c *Client) GetLUN(ctx context.Context, path string) (*LUN, error) {
-	luns, err := c.listLUNs(ctx, queryLiteral(path))
+	luns, err := c.ListLUNs(ctx, queryLiteral(path))
 	if err != nil {
 		return nil, err
 	}
@@ -122,13 +122,15 @@ func (c *Client) GetLUN(ctx context.Context, path string) (*LUN, error) {
 	return &luns[0], nil
 }
 
-func (c *Client) listLUNs(ctx context.Context, nameQuery string) ([]LUN, error) {
+// ListLUNs lists the SVM's LUNs whose path matches pattern (ONTAP query
+// syntax, e.g. "/vol/trident_*/lun0").
+func (c *Client) ListLUNs(ctx context.Context, pattern string) ([]LUN, error) {
 	svm, err := c.svm(ctx)
 	if err != nil {
 		return nil, err
 	}
 	recs, err := list[lunWire](ctx, c, lunsEndpoint, lunsEndpoint, url.Values{
-		"svm.uuid": {svm}, "name": {nameQuery}, "fields": {lunFields},
+		"svm.uuid": {svm}, "name": {pattern}, "fields": {lunFields},
 	})
 	if err != nil {
 		return nil, err

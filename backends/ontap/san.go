@@ -280,7 +280,7 @@ func (s *sanDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 			return nil, s.failure(err, "mapping LUN %s to igroup %s", h.lun.Path, igName)
 		}
 	}
-	portals, err := s.portals(ctx, h.lun.UUID, m.IgroupUUID)
+	portals, err := s.portals(ctx, m)
 	if err != nil {
 		return nil, err
 	}
@@ -343,10 +343,12 @@ func (s *sanDriver) existingMap(ctx context.Context, lun *LUN, igName, iqn strin
 
 // ensureIgroup makes the node's igroup exist and hold its IQN. Other IQNs
 // are left alone: removing one from a mapped igroup would cut a live path.
+// A new igroup is created with the IQN; one that exists without it (made
+// by another controller, or by Trident) gets it added.
 func (s *sanDriver) ensureIgroup(ctx context.Context, name, iqn string) error {
 	ig, err := s.client.GetIgroup(ctx, name)
 	if IsNotFound(err) {
-		ig, err = s.client.CreateIgroup(ctx, name)
+		ig, err = s.client.CreateIgroup(ctx, name, iqn)
 		if IsAlreadyExists(err) {
 			ig, err = s.client.GetIgroup(ctx, name)
 		}
@@ -364,11 +366,15 @@ func (s *sanDriver) ensureIgroup(ctx context.Context, name, iqn string) error {
 }
 
 // portals are the up iSCSI LIFs on the nodes that report the LUN (SLM), as
-// Trident publishes them: addresses without port.
-func (s *sanDriver) portals(ctx context.Context, lunUUID, igroupUUID string) ([]string, error) {
-	nodes, err := s.client.LUNMapReportingNodes(ctx, lunUUID, igroupUUID)
-	if err != nil {
-		return nil, s.failure(err, "reading the reporting nodes of the LUN map")
+// Trident publishes them: addresses without port. The nodes are read only
+// if the map does not carry them (a map that existed before).
+func (s *sanDriver) portals(ctx context.Context, m *LUNMap) ([]string, error) {
+	nodes := m.ReportingNodes
+	if nodes == nil {
+		var err error
+		if nodes, err = s.client.LUNMapReportingNodes(ctx, m.LUNUUID, m.IgroupUUID); err != nil {
+			return nil, s.failure(err, "reading the reporting nodes of the LUN map")
+		}
 	}
 	lifs, err := s.client.DataLIFs(ctx, ServiceDataISCSI)
 	if err != nil {

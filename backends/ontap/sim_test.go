@@ -355,6 +355,16 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	if _, err := c.CreateIgroup(ctx, "node1-trident"); !IsAlreadyExists(err) {
 		t.Errorf("duplicate igroup: %v", err)
 	}
+	// An igroup created with its initiators, in one request.
+	const iqn2 = "iqn.1994-05.com.redhat:node2"
+	ig2 := must(c.CreateIgroup(ctx, "node2-trident", iqn2))(t)
+	if !slices.Equal(ig2.Initiators, []string{iqn2}) {
+		t.Errorf("igroup created with an initiator: %+v", ig2)
+	}
+	if got := must(c.GetIgroup(ctx, "node2-trident"))(t); !slices.Equal(got.Initiators, []string{iqn2}) {
+		t.Errorf("initiators of the igroup created with one: %v", got.Initiators)
+	}
+	check(t, c.DeleteIgroup(ctx, ig2.UUID))
 	const iqn = "iqn.1994-05.com.redhat:node1"
 	check(t, c.AddInitiator(ctx, ig.UUID, iqn))
 	if err := c.AddInitiator(ctx, ig.UUID, iqn); !IsAlreadyExists(err) {
@@ -389,6 +399,9 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	nodes := must(c.LUNMapReportingNodes(ctx, lun.UUID, ig.UUID))(t)
 	if len(nodes) == 0 || !slices.Contains(s.Info().Nodes, nodes[0]) {
 		t.Errorf("reporting nodes %v", nodes)
+	}
+	if !slices.Equal(m.ReportingNodes, nodes) {
+		t.Errorf("CreateLUNMap's reporting nodes %v, the reporting-nodes endpoint's %v", m.ReportingNodes, nodes)
 	}
 	if got := must(c.GetLUN(ctx, lun.Path))(t); !got.Mapped {
 		t.Error("LUN not mapped")
