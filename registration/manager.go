@@ -13,7 +13,6 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/sirupsen/logrus"
-	"k8s.io/client-go/kubernetes"
 )
 
 // DefaultHandoverGrace is the default of --handover-grace: how long a
@@ -46,16 +45,16 @@ type Config struct {
 	// PodName and PodUID identify the holder in the lease.
 	PodName, PodUID string
 	// NodeName is the Kubernetes node name, the name of the CSINode object.
-	// Only used with KubeClient.
+	// Only used with Kube.
 	NodeName string
 	// Serve serves CSI Identity and Node on a listener until it is closed or
 	// the server stops; grpc.Server.Serve fits. It is called for several
 	// listeners over the process's life. Each listener has
 	// SetUnlinkOnClose(false) (I7), so stopping the server never unlinks a path.
 	Serve func(net.Listener) error
-	// KubeClient is optional. With it, registration waits for the API server
-	// (step 4) and the holder checks CSINode for the driver.
-	KubeClient kubernetes.Interface
+	// Kube is optional (NewKubeAPI). With it, registration waits for the API
+	// server (step 4) and the holder checks CSINode for the driver.
+	Kube *KubeAPI
 }
 
 // timings are the protocol's periods and delays. Tests shorten some.
@@ -252,8 +251,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	go m.forward(w)
 
-	if m.cfg.KubeClient != nil && m.cfg.NodeName != "" {
-		m.csinode = watchCSINode(life, m.cfg.KubeClient, m.cfg.NodeName, m.cfg.DriverName, m.log)
+	if m.cfg.Kube != nil && m.cfg.NodeName != "" {
+		m.csinode = watchCSINode(life, m.cfg.Kube.Client, m.cfg.NodeName, m.cfg.DriverName, m.log)
 	}
 
 	m.log.WithFields(logrus.Fields{
@@ -476,7 +475,7 @@ func (m *Manager) acquire(reason string) error {
 
 	// Step 4: kubelet's RegisterPlugin writes CSINode; if the API server does
 	// not answer, it fails and kubelet drops the driver (K5).
-	if m.cfg.KubeClient != nil && !m.waitForAPI() {
+	if m.cfg.Kube != nil && !m.waitForAPI() {
 		m.log.WithField("generation", a.g).Warn("terminating before the API server answered; not registering")
 		return nil
 	}

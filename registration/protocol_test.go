@@ -11,14 +11,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
@@ -585,19 +588,26 @@ func TestStatusReportsHolderAndStandby(t *testing.T) {
 func TestCSINodeWatchdogReregisters(t *testing.T) {
 	n := newTestNode(t)
 	k := startKubelet(t, n.regDir)
-	client := fake.NewClientset(&storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}})
-	a := n.startPlugin(t, "a", func(c *Config) { c.KubeClient, c.NodeName = client, "node-1" })
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{csinodesGVR: "CSINodeList"}, csinode("node-1"))
+	var pings atomic.Int64
+	ping := func(context.Context) error {
+		if pings.Add(1) == 1 {
+			return errors.New("connection refused")
+		}
+		return nil
+	}
+	a := n.startPlugin(t, "a", func(c *Config) { c.Kube, c.NodeName = &KubeAPI{Client: client, Ping: ping}, "node-1" })
 	a.waitRole(t, roleRegistered)
+	if pings.Load() < 2 {
+		t.Errorf("registered after %d pings; want the first, failed, one retried", pings.Load())
+	}
 	g1 := a.generation()
 	// The fake kubelet does not write CSINode: the watchdog must notice.
 	k.waitRegistered(t, g1)
 	a.waitRole(t, roleRegistered)
 
-	cn := &storagev1.CSINode{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-1"},
-		Spec:       storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: testDriver, NodeID: "node-1"}}},
-	}
-	if _, err := client.StorageV1().CSINodes().Update(context.Background(), cn, metav1.UpdateOptions{}); err != nil {
+	if _, err := client.Resource(csinodesGVR).Update(context.Background(), csinode("node-1", testDriver), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the watch sees the driver", func() bool { has, known := a.m.csinode.hasDriver(); return has && known })
@@ -612,6 +622,19 @@ func TestCSINodeWatchdogReregisters(t *testing.T) {
 	if a.generation() != settled {
 		t.Errorf("re-registered although CSINode lists the driver: %d → %d", settled, a.generation())
 	}
+}
+
+// csinode is a CSINode object as kubelet writes it.
+func csinode(node string, drivers ...string) *unstructured.Unstructured {
+	ds := []any{}
+	for _, d := range drivers {
+		ds = append(ds, map[string]any{"name": d, "nodeID": node})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+		"metadata": map[string]any{"name": node},
+		"spec":     map[string]any{"drivers": ds},
+	}}
 }
 
 // holdNotifications makes kubelet hold every Notify(true) until release.

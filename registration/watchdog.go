@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic"
 )
 
 // watchdog is the holder's periodic check (registration.md §5 "Watchdog").
@@ -100,7 +99,6 @@ func (m *Manager) rebind(slot **servedSocket, target string) error {
 // driver by name (K5), which would drop a predecessor's good registration.
 // The wait is bounded; a SIGTERM ends it (false: do not register).
 func (m *Manager) waitForAPI() bool {
-	sv := discovery.ToServerVersionInterfaceWithContext(m.cfg.KubeClient.Discovery())
 	abort := m.runCtx.Done()
 	if m.terminating {
 		abort = nil
@@ -108,7 +106,7 @@ func (m *Manager) waitForAPI() bool {
 	deadline := time.Now().Add(m.t.apiWait)
 	for i := 0; ; i++ {
 		ctx, cancel := context.WithTimeout(m.life, 5*time.Second)
-		_, err := sv.ServerVersionWithContext(ctx)
+		err := m.cfg.Kube.Ping(ctx)
 		cancel()
 		if err == nil {
 			if i > 0 {
@@ -147,17 +145,17 @@ type csinodeWatch struct {
 	backoff      time.Duration
 }
 
-func watchCSINode(ctx context.Context, client kubernetes.Interface, node, driver string, log *logrus.Entry) *csinodeWatch {
+func watchCSINode(ctx context.Context, client dynamic.Interface, node, driver string, log *logrus.Entry) *csinodeWatch {
 	w := &csinodeWatch{node: node, driver: driver}
-	go w.run(ctx, client, log)
+	go w.run(ctx, client.Resource(csinodesGVR), log)
 	return w
 }
 
-func (w *csinodeWatch) run(ctx context.Context, client kubernetes.Interface, log *logrus.Entry) {
+func (w *csinodeWatch) run(ctx context.Context, csinodes dynamic.NamespaceableResourceInterface, log *logrus.Entry) {
 	sel := fields.OneTermEqualSelector("metadata.name", w.node).String()
 	pause := time.Second
 	for ctx.Err() == nil {
-		err := w.follow(ctx, client, sel)
+		err := w.follow(ctx, csinodes, sel)
 		w.set(false, false)
 		if ctx.Err() != nil {
 			return
@@ -176,8 +174,8 @@ func (w *csinodeWatch) run(ctx context.Context, client kubernetes.Interface, log
 }
 
 // follow lists the CSINode and then watches it until the watch ends.
-func (w *csinodeWatch) follow(ctx context.Context, client kubernetes.Interface, sel string) error {
-	list, err := client.StorageV1().CSINodes().List(ctx, metav1.ListOptions{FieldSelector: sel})
+func (w *csinodeWatch) follow(ctx context.Context, csinodes dynamic.NamespaceableResourceInterface, sel string) error {
+	list, err := csinodes.List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
 		return err
 	}
@@ -186,7 +184,7 @@ func (w *csinodeWatch) follow(ctx context.Context, client kubernetes.Interface, 
 		has = has || w.lists(&list.Items[i])
 	}
 	w.set(true, has)
-	wi, err := client.StorageV1().CSINodes().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
+	wi, err := csinodes.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.GetResourceVersion()})
 	if err != nil {
 		return err
 	}
@@ -194,7 +192,7 @@ func (w *csinodeWatch) follow(ctx context.Context, client kubernetes.Interface, 
 	for ev := range wi.ResultChan() {
 		switch ev.Type {
 		case watch.Added, watch.Modified:
-			if cn, ok := ev.Object.(*storagev1.CSINode); ok {
+			if cn, ok := ev.Object.(*unstructured.Unstructured); ok {
 				w.set(true, w.lists(cn))
 			}
 		case watch.Deleted:
@@ -206,12 +204,15 @@ func (w *csinodeWatch) follow(ctx context.Context, client kubernetes.Interface, 
 	return nil
 }
 
-func (w *csinodeWatch) lists(cn *storagev1.CSINode) bool {
-	if cn.Name != w.node {
+// lists reports whether cn is this node's CSINode and lists the driver in
+// spec.drivers[].name.
+func (w *csinodeWatch) lists(cn *unstructured.Unstructured) bool {
+	if cn.GetName() != w.node {
 		return false
 	}
-	for _, d := range cn.Spec.Drivers {
-		if d.Name == w.driver {
+	drivers, _, _ := unstructured.NestedSlice(cn.Object, "spec", "drivers")
+	for _, d := range drivers {
+		if d, ok := d.(map[string]any); ok && d["name"] == w.driver {
 			return true
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/sirupsen/logrus"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/ontap-csi/ontap-csi/registration"
@@ -25,15 +24,15 @@ func newRegistration(o *options, serve func(net.Listener) error) (*registration.
 		PodUID:               os.Getenv("POD_UID"),
 		NodeName:             o.csiNodeName,
 		Serve:                serve,
-		KubeClient:           inClusterClient(),
+		Kube:                 inClusterAPI(),
 	})
 }
 
-// inClusterClient returns a Kubernetes client when running in a pod, or nil.
-// Registration works without one; with one it waits for the API server
-// before registering (kubelet's CSINode update needs it, K5) and watches
-// CSINode for the driver.
-func inClusterClient() kubernetes.Interface {
+// inClusterAPI returns access to the Kubernetes API when running in a pod,
+// or nil. Registration works without it; with it, it waits for the API
+// server before registering (kubelet's CSINode update needs it, K5) and
+// watches CSINode for the driver.
+func inClusterAPI() *registration.KubeAPI {
 	cfg, err := rest.InClusterConfig()
 	if err != nil {
 		if err != rest.ErrNotInCluster {
@@ -41,10 +40,10 @@ func inClusterClient() kubernetes.Interface {
 		}
 		return nil
 	}
-	c, err := kubernetes.NewForConfig(cfg)
+	api, err := registration.NewKubeAPI(cfg)
 	if err != nil {
 		logrus.WithError(err).Warn("Kubernetes client unusable; registering without API checks")
 		return nil
 	}
-	return c
+	return api
 }

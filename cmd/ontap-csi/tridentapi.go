@@ -13,7 +13,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/ontap-csi/ontap-csi/controller/backendconfigs"
@@ -115,29 +114,21 @@ func (t *tridentAPIOptions) validate(role string) error {
 	return nil
 }
 
-// kubeClients connects to the Kubernetes API as Trident does: the pod's
+// kubeClient connects to the Kubernetes API as Trident does: the pod's
 // service account with --k8s_pod, or an unauthenticated --k8s_api_server.
-func (t *tridentAPIOptions) kubeClients() (kubernetes.Interface, dynamic.Interface, error) {
+func (t *tridentAPIOptions) kubeClient() (dynamic.Interface, error) {
 	var cfg *rest.Config
 	if t.k8sAPIServer != "" {
 		cfg = &rest.Config{Host: t.k8sAPIServer}
 	} else {
 		var err error
 		if cfg, err = rest.InClusterConfig(); err != nil {
-			return nil, nil, fmt.Errorf("Kubernetes API (--k8s_pod): %w", err)
+			return nil, fmt.Errorf("Kubernetes API (--k8s_pod): %w", err)
 		}
 	}
 	cfg.QPS, cfg.Burst = float32(t.k8sQPS), t.k8sBurst
 	cfg.UserAgent = "ontap-csi/" + server.Version
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return kube, dyn, nil
+	return dynamic.NewForConfig(cfg)
 }
 
 // podNamespace is the namespace of the controller's Trident resources:
@@ -165,7 +156,7 @@ type tridentController struct {
 // TridentBackendConfigs; reserved are the names of --backend-config
 // backends.
 func newTridentController(ctx context.Context, t *tridentAPIOptions, reserved []string) (*tridentController, error) {
-	kube, dyn, err := t.kubeClients()
+	dyn, err := t.kubeClient()
 	if err != nil {
 		return nil, err
 	}
@@ -173,13 +164,13 @@ func newTridentController(ctx context.Context, t *tridentAPIOptions, reserved []
 	if err != nil {
 		return nil, err
 	}
-	w, err := backendconfigs.New(backendconfigs.Config{Dynamic: dyn, Kube: kube, Namespace: ns, ReservedNames: reserved})
+	w, err := backendconfigs.New(backendconfigs.Config{Dynamic: dyn, Namespace: ns, ReservedNames: reserved})
 	if err != nil {
 		return nil, err
 	}
 	go w.Run(ctx)
 	logrus.WithField("namespace", ns).Info("node records are TridentNode resources; backends come from TridentBackendConfig resources too")
-	return &tridentController{nodes: tridentnodes.New(dyn, ns), backends: w, topology: tridentrest.NodeTopology(kube)}, nil
+	return &tridentController{nodes: tridentnodes.New(dyn, ns), backends: w, topology: tridentrest.NodeTopology(dyn)}, nil
 }
 
 // shutdowner is a server that stops gracefully.

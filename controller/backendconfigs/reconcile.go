@@ -84,6 +84,7 @@ func (w *Watcher) reconcile(ctx context.Context, name string) error {
 	_, err = b.Pools(cctx)
 	cancel()
 	if err != nil {
+		release(b)
 		return w.failed(ctx, tbc, cur, r.deletionPolicy, fmt.Errorf("ONTAP: %w", err), r, log)
 	}
 	w.set(name, &loaded{uid: tbc.GetUID(), driver: b, served: b, fingerprint: fp})

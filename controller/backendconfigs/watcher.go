@@ -13,8 +13,10 @@ package backendconfigs
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -33,7 +35,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/ontap-csi/ontap-csi/backends"
@@ -42,6 +43,8 @@ import (
 
 // GVR is the TridentBackendConfig resource.
 var GVR = schema.GroupVersionResource{Group: "trident.netapp.io", Version: "v1", Resource: "tridentbackendconfigs"}
+
+var secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 
 // Finalizer is Trident's: it lets the controller see a deletion and keep
 // the resource while its backend still holds volumes.
@@ -73,10 +76,9 @@ var (
 
 // Config configures a Watcher.
 type Config struct {
-	// Dynamic reads and updates TridentBackendConfigs.
+	// Dynamic reads and updates TridentBackendConfigs and reads the
+	// credential Secrets.
 	Dynamic dynamic.Interface
-	// Kube reads the credential Secrets.
-	Kube kubernetes.Interface
 	// Namespace is the controller's: Trident only reads TridentBackendConfigs,
 	// and their Secrets, in its own namespace.
 	Namespace string
@@ -96,11 +98,12 @@ type Config struct {
 // Watcher serves the backends of the TridentBackendConfigs in a namespace.
 // It implements controller.BackendSource.
 type Watcher struct {
-	cfg    Config
-	client dynamic.ResourceInterface
-	queue  workqueue.TypedRateLimitingInterface[string] // resource names
-	log    *logrus.Entry
-	synced atomic.Bool // the first list has completed
+	cfg     Config
+	client  dynamic.ResourceInterface // TridentBackendConfigs
+	secrets dynamic.ResourceInterface
+	queue   workqueue.TypedRateLimitingInterface[string] // resource names
+	log     *logrus.Entry
+	synced  atomic.Bool // the first list has completed
 
 	mu      sync.RWMutex
 	objects map[string]*unstructured.Unstructured // the resources, by name, as last listed or watched
@@ -123,8 +126,8 @@ type loaded struct {
 
 // New returns a Watcher; Run starts it.
 func New(cfg Config) (*Watcher, error) {
-	if cfg.Dynamic == nil || cfg.Kube == nil {
-		return nil, errors.New("backendconfigs: a dynamic and a Kubernetes client are required")
+	if cfg.Dynamic == nil {
+		return nil, errors.New("backendconfigs: a dynamic client is required")
 	}
 	if cfg.Namespace == "" {
 		return nil, errors.New("backendconfigs: no namespace")
@@ -139,8 +142,9 @@ func New(cfg Config) (*Watcher, error) {
 		cfg.CheckTimeout = DefaultCheckTimeout
 	}
 	return &Watcher{
-		cfg:    cfg,
-		client: cfg.Dynamic.Resource(GVR).Namespace(cfg.Namespace),
+		cfg:     cfg,
+		client:  cfg.Dynamic.Resource(GVR).Namespace(cfg.Namespace),
+		secrets: cfg.Dynamic.Resource(secretsGVR).Namespace(cfg.Namespace),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tridentbackendconfigs"}),
@@ -368,11 +372,16 @@ func (w *Watcher) servesOther(name string, uid types.UID) bool {
 	return l != nil && l.uid != uid
 }
 
+// set serves resource name as l, releasing the backend it replaces.
 func (w *Watcher) set(name string, l *loaded) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	old := w.loaded[name]
 	w.loaded[name] = l
 	loadedGauge.Set(float64(len(w.loaded)))
+	w.mu.Unlock()
+	if old != nil && old.driver != l.driver {
+		release(old.driver)
+	}
 }
 
 func (w *Watcher) unload(name, why string) {
@@ -383,8 +392,17 @@ func (w *Watcher) unload(name, why string) {
 	w.mu.Unlock()
 	delete(w.lastFailure, name)
 	if l != nil {
+		release(l.driver)
 		w.log.WithFields(logrus.Fields{"tridentBackendConfig": name, "backend": l.driver.Name(), "reason": why}).
 			Info("backend removed; its volumes on ONTAP are untouched")
+	}
+}
+
+// release lets a backend that no longer serves close its idle connections
+// (backends.Backend); calls still in flight on it finish.
+func release(b backends.Backend) {
+	if c, ok := b.(io.Closer); ok {
+		_ = c.Close()
 	}
 }
 
@@ -405,14 +423,40 @@ func (w *Watcher) nameTaken(backend, resource string) string {
 
 // secret reads a credential Secret of the namespace.
 func (w *Watcher) secret(ctx context.Context, name string) (map[string][]byte, error) {
-	s, err := w.cfg.Kube.CoreV1().Secrets(w.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	s, err := w.secrets.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("Secret %q in namespace %q: %w", name, w.cfg.Namespace, errNoSecret)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("Secret %q: %w", name, err)
 	}
-	return s.Data, nil
+	data, err := secretData(s)
+	if err != nil {
+		return nil, fmt.Errorf("Secret %q: %w", name, err)
+	}
+	return data, nil
+}
+
+// secretData decodes a Secret's data, which the API serves base64-encoded.
+// Errors name keys only, never values.
+func secretData(s *unstructured.Unstructured) (map[string][]byte, error) {
+	enc, ok := s.Object["data"].(map[string]any)
+	if !ok && s.Object["data"] != nil {
+		return nil, errors.New("data is not an object")
+	}
+	data := make(map[string][]byte, len(enc))
+	for k, v := range enc {
+		str, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("data key %q is not a string", k)
+		}
+		b, err := base64.StdEncoding.DecodeString(str)
+		if err != nil {
+			return nil, fmt.Errorf("data key %q: %w", k, err)
+		}
+		data[k] = b
+	}
+	return data, nil
 }
 
 // draining serves a backend whose resource is being deleted while it still

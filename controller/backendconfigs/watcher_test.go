@@ -3,16 +3,19 @@ package backendconfigs
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ontap-csi/ontap-csi/backends"
@@ -58,31 +60,60 @@ type env struct {
 	dataDir string
 	addr    string // the simulator's host:port, kept across restarts
 	sim     *sim.Simulator
-	kube    *kubefake.Clientset
 	dyn     *dynamicfake.FakeDynamicClient
 	w       *Watcher
 	logs    *logs
+
+	mu    sync.Mutex
+	built map[string][]*closeCounter // by backend name, in order
+}
+
+// closeCounter is a backend that counts its Close calls.
+type closeCounter struct {
+	backends.Backend
+	closes atomic.Int32
+}
+
+func (c *closeCounter) Close() error {
+	c.closes.Add(1)
+	return c.Backend.(io.Closer).Close()
+}
+
+func closes(b backends.Backend) int32 { return b.(*closeCounter).closes.Load() }
+
+func (e *env) builtBackends(name string) []*closeCounter {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.built[name])
 }
 
 func newEnv(t *testing.T) *env {
-	e := &env{t: t, dataDir: t.TempDir(), logs: &logs{}}
+	e := &env{t: t, dataDir: t.TempDir(), logs: &logs{}, built: map[string][]*closeCounter{}}
 	e.startSim(password1, "127.0.0.1:0")
-	e.kube = kubefake.NewClientset(secret("nas-creds", password1))
 	e.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{GVR: "TridentBackendConfigList"})
+		map[schema.GroupVersionResource]string{GVR: "TridentBackendConfigList", secretsGVR: "SecretList"},
+		secret("nas-creds", password1))
 
 	logrus.SetOutput(e.logs)
 	logrus.SetLevel(logrus.DebugLevel)
 	t.Cleanup(func() { logrus.SetOutput(logOutput); logrus.SetLevel(logrus.InfoLevel) })
 
 	w, err := New(Config{
-		Dynamic: e.dyn, Kube: e.kube, Namespace: ns,
+		Dynamic: e.dyn, Namespace: ns,
 		NewBackend: func(c *ontap.BackendConfig) (backends.Backend, error) {
-			return ontap.NewBackend(c, ontap.Options{Client: func(cc *ontap.ClientConfig) {
+			b, err := ontap.NewBackend(c, ontap.Options{Client: func(cc *ontap.ClientConfig) {
 				cc.Scheme = "http" // the simulator without TLS
 				cc.MaxAttempts, cc.RetryBaseDelay, cc.RetryMaxDelay = 2, time.Millisecond, 10*time.Millisecond
 				cc.JobPollInitial, cc.JobPollMax = 5*time.Millisecond, 50*time.Millisecond
 			}})
+			if err != nil {
+				return nil, err
+			}
+			cc := &closeCounter{Backend: b}
+			e.mu.Lock()
+			e.built[c.BackendName] = append(e.built[c.BackendName], cc)
+			e.mu.Unlock()
+			return cc, nil
 		},
 		ReservedNames: []string{"from-file"},
 		Resync:        200 * time.Millisecond,
@@ -122,11 +153,14 @@ func (e *env) startSim(password, addr string) {
 	e.t.Cleanup(func() { _ = s.Close() })
 }
 
-func secret(name, password string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Data:       map[string][]byte{"username": []byte("admin"), "password": []byte(password)},
-	}
+// secret is a credential Secret as the API serves it: data base64-encoded.
+func secret(name, password string) *unstructured.Unstructured {
+	b64 := base64.StdEncoding.EncodeToString
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"data":     map[string]any{"username": b64([]byte("admin")), "password": b64([]byte(password))},
+	}}
 }
 
 func (e *env) spec(extra map[string]any) map[string]any {
@@ -256,13 +290,18 @@ func TestCreateRotateDelete(t *testing.T) {
 	}
 	// ...until the Secret has the new password: then a new backend, made
 	// with it, serves, and finds the volume made before.
-	if _, err := e.kube.CoreV1().Secrets(ns).Update(ctx, secret("nas-creds", password2), metav1.UpdateOptions{}); err != nil {
+	if _, err := e.dyn.Resource(secretsGVR).Namespace(ns).Update(ctx, secret("nas-creds", password2), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	st = e.waitStatus("nas", "updated", func(st Status) bool { return bound(st) && st.Message == "Backend 'nas' updated" })
 	second := e.backend("nas")
 	if second == nil || second == first {
 		t.Fatal("the backend was not rebuilt with the rotated credentials")
+	}
+	// The replaced backend releases its connections, once.
+	e.waitFor("the replaced backend closed", func() bool { return closes(first) > 0 })
+	if closes(first) != 1 || closes(second) != 0 {
+		t.Errorf("Close calls: replaced backend %d, serving one %d; want 1, 0", closes(first), closes(second))
 	}
 	vols, err := second.ListVolumes(ctx)
 	if err != nil || len(vols) != 1 || vols[0].ID != "pvc-1" {
@@ -302,6 +341,10 @@ func TestCreateRotateDelete(t *testing.T) {
 	if _, err := e.w.Backends(); err != nil {
 		t.Errorf("Backends after a clean delete: %v", err)
 	}
+	e.waitFor("the removed backend closed", func() bool { return closes(second) > 0 })
+	if n := closes(second); n != 1 {
+		t.Errorf("the removed backend was closed %d times", n)
+	}
 
 	e.assertNoCredentials(password1, password2)
 }
@@ -335,6 +378,11 @@ func TestBadConfigs(t *testing.T) {
 			t.Errorf("%s: message %q does not mention %q", tc.name, st.Message, tc.want)
 		}
 	}
+	// A backend that failed its first contact with ONTAP is closed.
+	e.waitFor("the backend that failed its check closed", func() bool {
+		b := e.builtBackends("wrong-svm")
+		return len(b) > 0 && b[0].closes.Load() == 1
+	})
 	// Nothing else broke: the good backend serves, and failed new configs
 	// (never bound) do not make the set incomplete.
 	bs, err := e.w.Backends()
@@ -346,7 +394,7 @@ func TestBadConfigs(t *testing.T) {
 	}
 
 	// The missing Secret appears: the resource binds at the next resync.
-	if _, err := e.kube.CoreV1().Secrets(ns).Create(ctx, secret("missing-creds", password1), metav1.CreateOptions{}); err != nil {
+	if _, err := e.dyn.Resource(secretsGVR).Namespace(ns).Create(ctx, secret("missing-creds", password1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitStatus("no-secret", "Bound", bound)
@@ -498,7 +546,7 @@ func TestNoCRD(t *testing.T) {
 	dyn.PrependReactor("list", "tridentbackendconfigs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(GVR.GroupResource(), "")
 	})
-	w, err := New(Config{Dynamic: dyn, Kube: kubefake.NewClientset(), Namespace: ns})
+	w, err := New(Config{Dynamic: dyn, Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

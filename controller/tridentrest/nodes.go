@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/ontap-csi/ontap-csi/controller/tridentnodes"
 )
@@ -42,21 +42,23 @@ var requestsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 // TopologyFunc returns the topology labels of a Kubernetes node.
 type TopologyFunc func(ctx context.Context, node string) (map[string]string, error)
 
+var nodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+
 // NodeTopology reads a node's topology.kubernetes.io/* labels, which is
 // what Trident's controller answers a registering node with.
-func NodeTopology(kube kubernetes.Interface) TopologyFunc {
+func NodeTopology(client dynamic.Interface) TopologyFunc {
 	return func(ctx context.Context, node string) (map[string]string, error) {
-		n, err := kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		n, err := client.Resource(nodesGVR).Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
-		return topologyLabels(n), nil
+		return topologyLabels(n.GetLabels()), nil
 	}
 }
 
-func topologyLabels(n *corev1.Node) map[string]string {
+func topologyLabels(labels map[string]string) map[string]string {
 	out := map[string]string{}
-	for k, v := range n.Labels {
+	for k, v := range labels {
 		if strings.HasPrefix(k, "topology.kubernetes.io") {
 			out[k] = v
 		}

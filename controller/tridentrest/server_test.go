@@ -14,12 +14,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ontap-csi/ontap-csi/controller/tridentnodes"
 	"github.com/ontap-csi/ontap-csi/test/tridentcerts"
@@ -37,14 +35,18 @@ func start(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{tridentnodes.GVR: "TridentNodeList"})
-	kube := kubefake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{
+	worker := &unstructured.Unstructured{}
+	worker.SetAPIVersion("v1")
+	worker.SetKind("Node")
+	worker.SetName("worker-1")
+	worker.SetLabels(map[string]string{
 		"topology.kubernetes.io/zone": "z1", "topology.kubernetes.io/region": "r1", "kubernetes.io/hostname": "worker-1",
-	}}})
+	})
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{tridentnodes.GVR: "TridentNodeList", nodesGVR: "NodeList"}, worker)
 	nodes := tridentnodes.New(dyn, "trident")
 	srv, err := ListenMutualTLS("127.0.0.1:0", TLSFiles{CACert: certs.Path(tridentcerts.CACert), Cert: certs.Path(tridentcerts.ServerCert), Key: certs.Path(tridentcerts.ServerKey)},
-		ControllerAPI(nodes, NodeTopology(kube), "26.06.0+ontap-csi.test"))
+		ControllerAPI(nodes, NodeTopology(dyn), "26.06.0+ontap-csi.test"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,64 @@
+package registration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+)
+
+// KubeAPI is the node plugin's optional access to the Kubernetes API. It is
+// the dynamic client and a plain HTTP GET: client-go's typed clientset would
+// link every API group's types into the binary, and Go initialises them in
+// every role at start-up, which costs the node plugin ~10 MiB of RSS.
+type KubeAPI struct {
+	// Client reads this node's CSINode.
+	Client dynamic.Interface
+	// Ping returns nil if the API server answers.
+	Ping func(ctx context.Context) error
+}
+
+var csinodesGVR = schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "csinodes"}
+
+// NewKubeAPI connects to the API server of cfg. Ping asks GET /version,
+// which any authenticated client may read.
+func NewKubeAPI(cfg *rest.Config) (*KubeAPI, error) {
+	cfg = dynamic.ConfigFor(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	base, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	version := base.JoinPath("version").String()
+	return &KubeAPI{Client: client, Ping: func(ctx context.Context) error { return getOK(ctx, hc, version) }}, nil
+}
+
+// getOK is a GET that succeeds on 200 OK.
+func getOK(ctx context.Context, hc *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	// Drain (bounded) so the connection is reused by the CSINode watch.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
