@@ -381,11 +381,22 @@ func (m *Manager) onRegDirEvent(name string, op fsnotify.Op) {
 		// holds is unlinked, e.g. by a legacy registrar on SIGTERM.
 		m.reregisterAfterFileEvent(reasonOtherRemoved)
 	case !cur.registered:
-		// Leave it alone: it may be the only registration kubelet has. But
-		// a Create on a path kubelet still holds (a retired legacy socket
-		// stays in kubelet's state) makes kubelet unregister that path, by
-		// name, in its next reconcile (reference §5d); so register once
-		// more after that reconcile.
+		// A legacy socket created now, while this holder is on its way to
+		// registering (a registrar sidecar next to us in an operator's
+		// DaemonSet): retire it before kubelet's next reconcile registers
+		// it (K2). Registered, its path would stay in kubelet's state after
+		// any retirement (K1), and the next registrar's Create at that path
+		// would make kubelet unregister the driver by name (K4, S8o). It is
+		// no one's only registration: ours outranks it (K3, I4), and while
+		// the API server is down it would fail like ours (K5).
+		if op.Has(fsnotify.Create) && kind == kindLegacy && !m.terminating && isSocket(filepath.Join(m.lay.regDir, name)) {
+			m.retireByName(name, g)
+		}
+		// A pre-existing legacy socket is left alone: it may be the only
+		// registration kubelet has. But a Create on a path kubelet still
+		// holds (a retired legacy socket stays in kubelet's state) makes
+		// kubelet unregister that path, by name, in its next reconcile
+		// (reference §5d); so register once more after that reconcile.
 		if kind != kindGeneration && m.confirmAt.IsZero() {
 			m.confirmAt = time.Now().Add(m.t.confirmAfter)
 		}

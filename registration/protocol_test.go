@@ -303,6 +303,32 @@ func TestLegacySocketRetiredOnlyOnceRegistered(t *testing.T) {
 	assertNoDeregistration(t, k)
 }
 
+// A registrar sidecar started next to the holder (an operator's DaemonSet)
+// creates its socket while the holder's registration is still pending: the
+// holder retires it at once, before kubelet can register it, so that its
+// path never enters kubelet's state (S8o).
+func TestNewLegacySocketRetiredBeforeRegistration(t *testing.T) {
+	n := newTestNode(t)
+	k := startKubelet(t, n.regDir)
+	release := k.holdNotifications(t)
+	a := n.startPlugin(t, "a", nil)
+	eventually(t, "kubelet accepted A, Notify pending", func() bool {
+		d := k.registered()
+		return d != nil && d.version == a.generation() && a.generation() != 0
+	})
+	legacy := startLegacy(t, n, "1.0.0")
+	eventually(t, "the new legacy socket retired", func() bool { return !fileExists(legacy) })
+	if a.role() != roleStarting {
+		t.Fatalf("A is %s, want still starting: the retirement must not wait for the registration", a.role())
+	}
+	release()
+	a.waitRole(t, roleRegistered)
+	if d := k.registered(); d == nil || d.version != a.generation() {
+		t.Errorf("kubelet has %+v", d)
+	}
+	assertNoDeregistration(t, k)
+}
+
 // S8's mechanism: a new legacy registrar creates its socket on a path kubelet
 // still holds from a retired one. Kubelet unregisters that path, by name;
 // the holder retires the new socket and registers a new generation.
