@@ -8,7 +8,11 @@ LDFLAGS := -s -w -X github.com/ontap-csi/ontap-csi/server.Version=$(VERSION) -X 
 BIN := bin/ontap-csi
 IMAGE ?= ontap-csi:$(VERSION)
 
-.PHONY: all build test unit lint tools render bench demo image clean
+.PHONY: all build test unit kubelet e2e lint tools render bench demo image clean
+
+# The handover scenarios against the real kubelet code, one Go module per
+# Kubernetes version (test/kubelet/README.md).
+KUBELET_MODULES := test/kubelet/harness test/kubelet test/kubelet/k8s-1.29 test/kubelet/k8s-1.19
 
 all: build
 
@@ -20,11 +24,22 @@ lint:
 	$(GO) vet ./...
 
 # The whole suite. Tests need root (loop devices, mounts, network namespaces).
-test: lint tools build unit
+# The demo is part of it: what it shows is asserted.
+test: lint tools build unit kubelet demo e2e
 
 # Tests that need the binary use the one built here (static, like the image).
 unit: build
 	ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
+
+kubelet: build
+	@set -e; for m in $(KUBELET_MODULES); do \
+		echo "== $$m"; \
+		(cd $$m && $(GO) vet ./... && ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m ./...); \
+	done
+
+# The single-node cluster end to end (docs/e2e.md).
+e2e: build
+	cd test/cluster && $(GO) vet ./... && ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 80m ./...
 
 # kustomize and Helm, pinned in deploy/tools/go.mod, built once per Go build
 # cache; built before the tests so their cold build does not eat a test's timeout.
@@ -36,11 +51,14 @@ tools:
 render:
 	@$(GO) -C deploy/tools tool kustomize build $(CURDIR)/deploy/kustomize/$(or $(OVERLAY),base)
 
-bench:
-	@echo "benchmarks are added by the issues that measure them; see docs/benchmarks.md"
+# Every benchmark, written to docs/benchmarks.md (30-45 minutes, root).
+bench: build
+	test/bench/run.sh docs/benchmarks.md
 
+# The main job on one machine (test/demo): needs root and Go, no cluster.
 demo: build
-	@test/demo/run.sh $(BIN)
+	@echo "make demo: builds the kubelet code first (minutes the first time), then runs for about two minutes"
+	@ONTAP_CSI_DEMO=1 $(GO) test -count=1 -timeout 30m -run '^TestDemo$$' -v ./test/demo/ | grep --line-buffered -v -e '^=== RUN' -e '^--- PASS' -e '^PASS$$' -e '^ok '; exit $${PIPESTATUS[0]}
 
 image:
 	@if command -v docker >/dev/null && docker info >/dev/null 2>&1; then \

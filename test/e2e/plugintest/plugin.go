@@ -69,6 +69,7 @@ type Plugin struct {
 	Controller csi.ControllerClient
 	Node       csi.NodeClient
 
+	role string
 	cmd  *exec.Cmd
 	out  *syncBuffer
 	done chan struct{}
@@ -81,6 +82,25 @@ type Plugin struct {
 // test ends; its log is printed if the test failed, or always with
 // ONTAP_CSI_E2E_VERBOSE set.
 func Start(t testing.TB, o Options) *Plugin {
+	t.Helper()
+	p := Launch(t, o)
+	p.waitServing(t)
+	if p.role == "allInOne" {
+		p.WaitLog(t, "node info reported to the controller")
+	}
+	conn, err := grpc.NewClient(p.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Conn = conn
+	p.Identity, p.Controller, p.Node = csi.NewIdentityClient(conn), csi.NewControllerClient(conn), csi.NewNodeClient(conn)
+	return p
+}
+
+// Launch runs ontap-csi as Start does but returns at once, without waiting
+// for it to serve or connecting to it: a node plugin that starts as a
+// standby serves nothing until it takes over (the demo's rollouts).
+func Launch(t testing.TB, o Options) *Plugin {
 	t.Helper()
 	RequireRoot(t)
 	bin := Binary(t, o.Tags...)
@@ -144,7 +164,7 @@ func Start(t testing.TB, o Options) *Plugin {
 	env = append(env, "PATH="+path+string(os.PathListSeparator)+os.Getenv("PATH"))
 	env = append(env, o.Env...)
 
-	p := &Plugin{Roots: r, Endpoint: "unix://" + r.Socket, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Plugin{Roots: r, Endpoint: "unix://" + r.Socket, role: o.Role, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, append(args, o.Args...)...)
 	p.cmd.Env = mergeEnv(os.Environ(), env)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -164,16 +184,6 @@ func Start(t testing.TB, o Options) *Plugin {
 			t.Logf("ontap-csi (pid %d) log:\n%s", p.cmd.Process.Pid, tail(p.Log(), 1<<20))
 		}
 	})
-	p.waitServing(t)
-	if o.Role == "allInOne" {
-		p.WaitLog(t, "node info reported to the controller")
-	}
-	conn, err := grpc.NewClient(p.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Conn = conn
-	p.Identity, p.Controller, p.Node = csi.NewIdentityClient(conn), csi.NewControllerClient(conn), csi.NewNodeClient(conn)
 	return p
 }
 
@@ -261,6 +271,13 @@ func (p *Plugin) Stop() {
 		<-p.done
 	}
 }
+
+// Terminate sends SIGTERM, as kubelet does to a deleted pod, and returns
+// at once; Done tells when the plugin has exited.
+func (p *Plugin) Terminate() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
+
+// Done is closed once the plugin has exited.
+func (p *Plugin) Done() <-chan struct{} { return p.done }
 
 // WaitKilled waits for the plugin to die of SIGKILL (a crash point).
 func (p *Plugin) WaitKilled(t testing.TB) {

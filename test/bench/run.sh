@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# make bench: runs every benchmark of ontap-csi and writes docs/benchmarks.md.
+# Each figure is reported next to a baseline measured in the same run on the
+# same machine (a ratio), because the machines are noisy. Needs root (the
+# node benchmarks mount and attach loop devices). Takes about 30–45 minutes.
+#
+#   test/bench/run.sh [output.md]     (default docs/benchmarks.md)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-docs/benchmarks.md}
+work=$(mktemp -d /tmp/ontap-csi-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+doc=$work/doc.md
+
+# run TITLE INTRO CMD...: runs CMD, shows its benchmark lines (and the
+# Markdown rows the benchmarks log) under TITLE with the command.
+run() {
+	local title=$1 intro=$2
+	shift 2
+	echo ">> $title: $*" >&2
+	local log=$work/log
+	local start=$SECONDS
+	if ! "$@" >"$log" 2>&1; then
+		tail -50 "$log" >&2
+		echo "FAIL: $title" >&2
+		exit 1
+	fi
+	{
+		printf '\n## %s\n\n%s\n\n```sh\n%s\n```\n\n' "$title" "$intro" "$*"
+		echo '```'
+		grep -E '^(Benchmark|goos|goarch|cpu)|^[[:space:]]+[a-z_]+_test\.go:[0-9]+: \|' "$log" | sed -E 's/^[[:space:]]+[a-z_]+_test\.go:[0-9]+: //' || true
+		echo '```'
+		printf '\n(%d s)\n' $((SECONDS - start))
+	} >>"$doc"
+}
+
+# run_md TITLE INTRO FILE CMD...: as run, for benchmarks that write their own
+# Markdown report to FILE.
+run_md() {
+	local title=$1 intro=$2 md=$3
+	shift 3
+	echo ">> $title: $*" >&2
+	local start=$SECONDS
+	if ! "$@" >"$work/log" 2>&1; then
+		tail -50 "$work/log" >&2
+		echo "FAIL: $title" >&2
+		exit 1
+	fi
+	{
+		printf '\n## %s\n\n%s\n\n```sh\n%s\n```\n\n' "$title" "$intro" "$*"
+		# The reports start with their own heading; ours is above.
+		grep -v '^# ' "$md"
+		printf '\n(%d s)\n' $((SECONDS - start))
+	} >>"$doc"
+}
+
+{
+	echo "# Benchmarks"
+	echo
+	echo "Written by \`make bench\` (\`test/bench/run.sh\`) on $(date -u '+%Y-%m-%d %H:%M UTC'), commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet || echo ' (with uncommitted changes)')."
+	echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), $(go version | cut -d' ' -f3)."
+	echo "The machines are shared and noisy: every figure is read against a baseline measured in the same run."
+} >"$doc"
+
+make -s build >&2
+bin=$PWD/bin/ontap-csi
+
+run_md "Registration: kubelet handover (issue 3)" \
+"S1 (rolling update with surge), S2 (the seed: DaemonSet recreated, old pod SIGTERMed 300 ms after the new one starts) and S3 (old pod SIGTERMed first, new one 3 s later), each run 20 times in a fresh process against the real kubelet plugin manager and CSI plugin of k8s.io/kubernetes v1.37.2, interleaved with the same steps on Trident 20.10's node pod (trident-main + node-driver-registrar, L1–L3). *Gap* is the time kubelet did not have the driver (sampled every 5 ms through kubelet's own code); *to registered* is from the process start to kubelet's successful RegisterPlugin, which waits for kubelet's 1 s reconcile period." \
+"$work/registration.md" \
+env ONTAP_CSI_BINARY="$bin" go -C test/kubelet test -count=1 -run '^TestBenchmark$' -timeout 0 -v . -args -bench-runs=20 -bench-out="$work/registration.md"
+
+run "ONTAP REST client (issue 4)" \
+"Each client operation against the simulator with ONTAP's realistic latency model: *requests/op* is what the simulator counted, *wall/injected* the client's wall time divided by the latency the simulator injected (1.00 = the client adds nothing: no extra polling, no retries)." \
+go test -count=1 -run '^$' -bench BenchmarkClient -benchtime 10x ./backends/ontap/
+
+run "Controller (issue 5)" \
+"CreateVolume and ControllerPublishVolume through the real binary's CSI socket (allInOne), simulator with realistic latency: *ontap-req/call* and *ratio* = wall time / latency injected by the simulator." \
+go test -count=1 ./test/sanity -run '^$' -bench . -benchtime 10x
+
+run "iSCSI attach and detach (issue 6)" \
+"One Attach and one Detach of a LUN through the iSCSI shims, where every host tool (iscsiadm, multipath, multipathd, blockdev) is a process, single-path and with multipath." \
+go test -count=1 ./node/iscsi -run '^$' -bench BenchmarkAttachDetach -benchtime 10x
+
+run_md "Node data path (issue 6)" \
+"NodeStage+NodePublish (up) and NodeUnpublish+NodeUnstage (down) of ontap-csi --csi_role=node against the raw commands they wrap (mkfs + mount + bind mount; mount -t nfs; umount), timed in the same run, at concurrency 1 and 50, and the process's memory (VmRSS) idle and with 100 volumes." \
+"$work/node.md" \
+env ONTAP_CSI_BENCH=1 ONTAP_CSI_BENCH_OUT="$work/node.md" go test -count=1 -timeout 60m -run TestNodeBenchmark -v ./test/e2e/
+
+mv "$doc" "$out"
+trap - EXIT
+rm -rf "$work"
+echo "wrote $out" >&2
