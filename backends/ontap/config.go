@@ -675,6 +675,8 @@ func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
 	cfg.IgroupName = strings.TrimSpace(p.str("igroupName", top["igroupName"]))
 	if len(cfg.IgroupName) > 96 {
 		p.fail("igroupName", "is longer than ONTAP's 96 characters")
+	} else if cfg.IgroupName != "" {
+		p.warn("igroupName is accepted for Trident compatibility but has no effect: every node gets its own igroup, as with Trident since 21.04")
 	}
 	if raw, ok := top["useREST"]; ok && !isNull(raw) && !p.boolean("useREST", raw) {
 		p.warn("useREST: false is ignored: this driver speaks only the ONTAP REST API")
@@ -686,6 +688,9 @@ func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
 	cfg.Region = p.str("region", top["region"])
 	cfg.Zone = p.str("zone", top["zone"])
 	cfg.SupportedTopologies = p.topologies("supportedTopologies", top["supportedTopologies"])
+	if cfg.Region != "" || cfg.Zone != "" {
+		p.warn("region and zone are accepted for Trident compatibility but have no effect: placement follows supportedTopologies")
+	}
 	backendDefaults := p.rawDefaults("defaults", top["defaults"], nil)
 	cfg.Defaults = p.volumeDefaults(backendDefaults)
 
@@ -1013,7 +1018,10 @@ func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
 		}
 	}
 	d.QoSPolicy, _ = get("qosPolicy", "")
-	d.FormatOptions, _ = get("formatOptions", "")
+	var formatPath string
+	if d.FormatOptions, formatPath = get("formatOptions", ""); d.FormatOptions != "" {
+		p.warn("%s is accepted for Trident compatibility but has no effect: file systems are made with mkfs's defaults", formatPath)
+	}
 	d.SkipRecoveryQueue = boolean("skipRecoveryQueue", false)
 
 	// Keys whose effect we cannot provide: refuse them rather than silently

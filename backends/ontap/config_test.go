@@ -256,12 +256,13 @@ defaults: {snapshotReserve: 10, snapshotDir: true, size: 2Gi, encryption: yes}
 }
 
 func TestParseWarnsOnKnownButUnimplementedKeys(t *testing.T) {
-	cfg, err := ParseBackendConfig("t.json", []byte(minimal(`,"debug":true,"usageHeartbeat":"24","defaults":{"adaptiveQosPolicy":"a"},"useREST":false`)), "")
+	cfg, err := ParseBackendConfig("t.json", []byte(minimal(`,"debug":true,"usageHeartbeat":"24","defaults":{"adaptiveQosPolicy":"a","formatOptions":"-E nodiscard"},"useREST":false,"igroupName":"trident","region":"r1"`)), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(cfg.Warnings, "\n")
-	for _, want := range []string{"debug is accepted", "usageHeartbeat is accepted", "defaults.adaptiveQosPolicy is accepted", "useREST: false is ignored"} {
+	for _, want := range []string{"debug is accepted", "usageHeartbeat is accepted", "defaults.adaptiveQosPolicy is accepted", "useREST: false is ignored",
+		"igroupName is accepted", "region and zone are accepted", "defaults.formatOptions is accepted"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("warnings %q lack %q", got, want)
 		}
