@@ -48,7 +48,7 @@ func (s *Service) publish(ctx context.Context, req *csi.ControllerPublishVolumeR
 	node, err := s.nodes.Node(ctx, nodeID)
 	if err != nil {
 		if errors.Is(err, ErrNodeNotFound) {
-			return nil, notFound("node %s was not found", nodeID)
+			return nil, notFound("node %s was not found: %v", nodeID, err)
 		}
 		return nil, backends.Errorf(backends.ErrUnavailable, "looking up node %s: %w", nodeID, err)
 	}

@@ -26,9 +26,9 @@ import (
 //   - leases list/watch/delete: client-go's Lease lock gets, creates and
 //     updates.
 //
-// The ontap-csi controller itself calls the API only with --crd_persistence
-// (ontap-csi-controller below). A change here must name the code path that
-// needs it.
+// The ontap-csi controller itself gets Nodes (ClusterRole/ontap-csi-controller)
+// and, with --crd_persistence, Trident's resources (Role/ontap-csi-controller).
+// A change here must name the code path that needs it.
 var allowedRBAC = map[string][]string{
 	// csi-provisioner: PVs it creates and deletes, claims (update: the
 	// clone-protection finalizer), classes, events, snapshot sources (update:
@@ -80,10 +80,11 @@ var allowedRBAC = map[string][]string{
 	"Role/ontap-csi-leader-election": {
 		"coordination.k8s.io/leases:get", "coordination.k8s.io/leases:create", "coordination.k8s.io/leases:update",
 	},
-	// Node plugin: its Node's topology labels (get), and the registration
-	// watchdog's informer on its own CSINode (get, list, watch).
+	// Node plugin: node/kubenode gets its own Node and merge-patches the
+	// node info annotation onto it when it is not current (get, patch); the
+	// registration watchdog's informer on its own CSINode (get, list, watch).
 	"ClusterRole/ontap-csi-node": {
-		"/nodes:get",
+		"/nodes:get", "/nodes:patch",
 		"storage.k8s.io/csinodes:get", "storage.k8s.io/csinodes:list", "storage.k8s.io/csinodes:watch",
 	},
 	// ontap-csi's controller with --crd_persistence, in its namespace only
@@ -104,6 +105,8 @@ var allowedRBAC = map[string][]string{
 		"trident.netapp.io/tridentnodes:get", "trident.netapp.io/tridentnodes:list", "trident.netapp.io/tridentnodes:create",
 		"trident.netapp.io/tridentnodes:update", "trident.netapp.io/tridentnodes:delete",
 	},
+	// controller/kubenodes: ControllerPublishVolume reads the node info
+	// annotation of the Node (without --crd_persistence);
 	// controller/tridentrest: a registering node is answered with its
 	// Node's topology.kubernetes.io labels, as Trident's controller does.
 	"ClusterRole/ontap-csi-controller": {"/nodes:get"},

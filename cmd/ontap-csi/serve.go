@@ -72,6 +72,12 @@ func serve(ctx context.Context, o *options) error {
 				return err
 			}
 			cfg.Nodes, cfg.BackendSource = tc.nodes, tc.backends
+		} else if o.csiRole == roleController {
+			// ontap-csi's own install: node plugins annotate their Node
+			// objects. allInOne keeps its in-process registry (below).
+			if r := nodeAnnotationRegistry(&o.tridentAPI); r != nil {
+				cfg.Nodes = r
+			}
 		}
 		ctrl, err := newController(cfg)
 		if err != nil {
@@ -89,7 +95,8 @@ func serve(ctx context.Context, o *options) error {
 			return nil
 		})
 	} else {
-		// Under Trident's DaemonSet: PUT /trident/v1/node to the controller.
+		// Under Trident's DaemonSet: PUT /trident/v1/node to the controller;
+		// in our own install: an annotation on the Node (nodeinfo.go).
 		reporter = nodeReporter(&o.tridentAPI, o.topology)
 	}
 	if o.csiRole != roleController {

@@ -210,10 +210,15 @@ func serveTridentREST(t *tridentAPIOptions, tc *tridentController) ([]shutdowner
 
 // nodeReporter reports the node to a Trident-style controller when the
 // trident-csi Secret's client certificate is mounted, as Trident's objects
-// do; there is nobody to report to otherwise.
+// do. Without it, in a pod (ontap-csi's own install), the node info goes
+// into an annotation on the node's Node object, where our controller reads
+// it; outside a cluster there is nobody to report to.
 func nodeReporter(t *tridentAPIOptions, topology map[string]string) node.Reporter {
 	if _, err := os.Stat(t.clientCert); err != nil {
-		logrus.WithField("https_client_cert", t.clientCert).Info("no client certificate: node info is not reported to a controller")
+		if r := nodeAnnotationReporter(); r != nil {
+			return r
+		}
+		logrus.WithField("https_client_cert", t.clientCert).Info("no client certificate and not in a pod: node info is not reported to a controller")
 		return nil
 	}
 	url := controllerapi.URLFromEnv(os.Getenv)

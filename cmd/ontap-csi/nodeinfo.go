@@ -1,0 +1,79 @@
+package main
+
+import (
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/ontap-csi/ontap-csi/controller/kubenodes"
+	"github.com/ontap-csi/ontap-csi/node/kubenode"
+	"github.com/ontap-csi/ontap-csi/server"
+)
+
+// Node info in ontap-csi's own install (deploy/kustomize/base, the Helm
+// chart): there is no Trident controller and no client certificate, so the
+// node plugin annotates its own Node object (node/kubenode) and the
+// controller reads the annotation (controller/kubenodes). Both only in a
+// pod; outside a cluster the node reports nowhere and the controller knows
+// only in-process nodes, as before.
+
+// nodeAnnotationReporter returns the node role's Reporter through the
+// Node annotation, or nil outside a cluster.
+func nodeAnnotationReporter() *kubenode.Reporter {
+	cfg := inClusterConfig("node info is not reported to a controller")
+	if cfg == nil {
+		return nil
+	}
+	client, err := nodeInfoClient(cfg)
+	if err != nil {
+		logrus.WithError(err).Warn("Kubernetes client unusable: node info is not reported to a controller")
+		return nil
+	}
+	logrus.WithField("annotation", kubenode.AnnotationKey).Info("node info is published as an annotation on this node's Node object")
+	return kubenode.New(client)
+}
+
+// nodeAnnotationRegistry returns the controller role's node registry
+// reading Node annotations, or nil outside a cluster.
+func nodeAnnotationRegistry(t *tridentAPIOptions) *kubenodes.Registry {
+	cfg := inClusterConfig("only nodes known in-process can be published to")
+	if cfg == nil {
+		return nil
+	}
+	// Trident's API rate flags: publishing to many nodes at once is one GET
+	// per node, which client-go's default 5 QPS would spread over seconds.
+	cfg.QPS, cfg.Burst = float32(t.k8sQPS), t.k8sBurst
+	client, err := nodeInfoClient(cfg)
+	if err != nil {
+		logrus.WithError(err).Warn("Kubernetes client unusable: only nodes known in-process can be published to")
+		return nil
+	}
+	logrus.WithField("annotation", kubenodes.AnnotationKey).Info("node info is read from the Node objects' annotation")
+	return kubenodes.New(client, kubenodes.DefaultTTL)
+}
+
+// inClusterConfig is the pod's service account config, or nil when not in
+// a pod. An unusable config is logged with what its absence means.
+func inClusterConfig(without string) *rest.Config {
+	cfg, err := rest.InClusterConfig()
+	if err == rest.ErrNotInCluster {
+		return nil
+	}
+	if err != nil {
+		logrus.WithError(err).Warnf("in-cluster Kubernetes config unusable: %s", without)
+		return nil
+	}
+	return cfg
+}
+
+// nodeInfoClient is a dynamic client for cfg: the typed clientset is not
+// linked into the binary (registration/kubeapi.go).
+func nodeInfoClient(cfg *rest.Config) (dynamic.Interface, error) {
+	cfg = dynamic.ConfigFor(cfg)
+	cfg.UserAgent = "ontap-csi/" + server.Version
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.NewForConfigAndClient(cfg, hc)
+}
