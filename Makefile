@@ -33,9 +33,11 @@ unit: build
 kubelet: build
 	ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) GO=$(GO) test/kubelet/run.sh
 
-# The single-node cluster end to end (docs/e2e.md).
-e2e: build
-	cd test/cluster && $(GO) vet ./... && ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 80m ./...
+# The node DaemonSet on a real single-node cluster (test/cluster, its own
+# module; docs/e2e.md). The Kubernetes binaries are built once and cached in
+# $ONTAP_CSI_E2E_CACHE (default ~/.cache/ontap-csi/e2e).
+e2e: build tools
+	cd test/cluster && $(GO) vet ./... && ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) E2E_COMMAND="make e2e" $(GO) test -count=1 -v -timeout 80m ./...
 
 # kustomize and Helm, pinned in deploy/tools/go.mod, built once per Go build
 # cache; built before the tests so their cold build does not eat a test's timeout.

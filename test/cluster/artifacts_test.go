@@ -1,0 +1,96 @@
+package cluster_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ontap-csi/ontap-csi/test/cluster/localcluster"
+)
+
+// artifacts are the built binaries and image archives.
+type artifacts struct {
+	kube     localcluster.KubeBinaries
+	bin      string
+	archives []string
+}
+
+// buildArtifacts builds (or finds in the cache) the Kubernetes binaries,
+// builds ontap-csi, the NFS shim, the legacy registrar emulation and this
+// module's helpers, and writes the images.
+func buildArtifacts(ctx context.Context, t *testing.T, repo, module string) (artifacts, error) {
+	var a artifacts
+	var err error
+	a.kube, err = localcluster.BuildKube(ctx, filepath.Join(module, "kube"), localcluster.DefaultCacheDir(), t.Logf)
+	if err != nil {
+		return a, err
+	}
+	a.bin = t.TempDir()
+	start := time.Now()
+	if err := localcluster.GoBuild(ctx, module, a.bin, "./cmd/nodens", "./cmd/pause", "./cmd/workload"); err != nil {
+		return a, err
+	}
+	builds := map[string]struct{ module, pkg string }{
+		"ontap-csi": {repo, "./cmd/ontap-csi"},
+		// test/shims/nfs stands in for the node's NFS client (nfs-common's
+		// mount.nfs helper, which mount(8) runs for -t nfs).
+		"mount.nfs": {repo, "./test/shims/nfs"},
+		// node-driver-registrar as Trident's DaemonSet runs it (S8 of
+		// registration.md), from test/kubelet's module.
+		"legacyregistrar": {filepath.Join(repo, "test", "kubelet"), "./cmd/legacyregistrar"},
+		// Trident's node plugin without registration of its own, for the
+		// seed baseline.
+		"tridentmain": {filepath.Join(repo, "test", "kubelet"), "./cmd/tridentmain"},
+	}
+	// make passes the binary it built (static, version stamped, as in the
+	// image).
+	if prebuilt := os.Getenv("ONTAP_CSI_BINARY"); prebuilt != "" {
+		if err := localcluster.CopyFile(prebuilt, filepath.Join(a.bin, "ontap-csi")); err != nil {
+			return a, err
+		}
+		delete(builds, "ontap-csi")
+	}
+	for out, src := range builds {
+		if err := localcluster.GoBuildOne(ctx, src.module, filepath.Join(a.bin, out), src.pkg); err != nil {
+			return a, err
+		}
+	}
+	t.Logf("built ontap-csi, shims and helpers in %s", time.Since(start).Round(time.Second))
+
+	images := map[string]localcluster.Image{
+		"pause.tar": {
+			Tags: []string{localcluster.PauseImage}, Entrypoint: []string{"/pause"},
+			Files: map[string]string{"/pause": filepath.Join(a.bin, "pause")},
+		},
+		// One image under two tags: changing the DaemonSet from one tag to
+		// the other is an image change that rolls the pods.
+		"ontap-csi.tar": {
+			Tags: []string{pluginImageA, pluginImageB}, Entrypoint: []string{"/ontap-csi"},
+			Files: map[string]string{"/ontap-csi": filepath.Join(a.bin, "ontap-csi")},
+			Dirs:  []string{"/tmp", "/etc"},
+		},
+		"e2e-tools.tar": {
+			Tags: []string{toolsImage}, Entrypoint: []string{"/workload"},
+			Files: map[string]string{
+				"/workload":        filepath.Join(a.bin, "workload"),
+				"/legacyregistrar": filepath.Join(a.bin, "legacyregistrar"),
+				"/tridentmain":     filepath.Join(a.bin, "tridentmain"),
+			},
+			Dirs: []string{"/tmp", "/data"},
+		},
+	}
+	imgDir := filepath.Join(a.bin, "images")
+	if err := os.MkdirAll(imgDir, 0o755); err != nil {
+		return a, err
+	}
+	for name, img := range images {
+		p := filepath.Join(imgDir, name)
+		if err := img.WriteArchive(p); err != nil {
+			return a, err
+		}
+		a.archives = append(a.archives, p)
+	}
+	return a, nil
+}

@@ -1,0 +1,205 @@
+// Command workload is what the test pods run on their CSI volumes.
+//
+//	workload keep  --dir /data   the long-lived workload: keeps its volume
+//	                             busy and fails loudly the moment it breaks
+//	workload churn --dir /data   the short-lived pod the test creates and
+//	                             deletes in a loop: proves each new mount works
+//
+// keep writes a seed file once (with its SHA-256 beside it) and then
+// appends a numbered line to "journal" every --interval, fsyncing each one,
+// so the test can check from the storage side that no write was lost and
+// the sequence never broke. Before every write it checks that the seed is
+// still there and that the directory is still the same mount (device
+// number); any failure exits 1, which the kubelet records as a container
+// restart that the test sees. churn writes, syncs and reads back one file
+// and then waits for SIGTERM.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: workload keep|churn --dir DIR")
+		os.Exit(2)
+	}
+	mode := os.Args[1]
+	fl := flag.NewFlagSet(mode, flag.ExitOnError)
+	dir := fl.String("dir", "/data", "volume mount point")
+	interval := fl.Duration("interval", 200*time.Millisecond, "keep: time between journal lines")
+	_ = fl.Parse(os.Args[2:])
+	pod := os.Getenv("POD_NAME")
+
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+
+	var err error
+	switch mode {
+	case "keep":
+		err = keep(*dir, pod, *interval, stop)
+	case "churn":
+		err = churn(*dir, pod, stop)
+	default:
+		err = fmt.Errorf("unknown mode %q", mode)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s workload %s: %v\n", time.Now().UTC().Format(time.RFC3339Nano), mode, err)
+		os.Exit(1)
+	}
+}
+
+func keep(dir, pod string, interval time.Duration, stop <-chan os.Signal) error {
+	dev, err := device(dir)
+	if err != nil {
+		return err
+	}
+	if err := ensureSeed(dir); err != nil {
+		return err
+	}
+	seq, err := lastSeq(filepath.Join(dir, "journal"))
+	if err != nil {
+		return err
+	}
+	j, err := os.OpenFile(filepath.Join(dir, "journal"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	fmt.Printf("keeping %s (device %d) from seq %d\n", dir, dev, seq+1)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			fmt.Printf("stopping at seq %d\n", seq)
+			return nil
+		case <-tick.C:
+		}
+		if d, err := device(dir); err != nil || d != dev {
+			return fmt.Errorf("%s is no longer the volume (device %d, was %d): %v", dir, d, dev, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "seed")); err != nil {
+			return fmt.Errorf("seed: %w", err)
+		}
+		seq++
+		line := fmt.Sprintf("%d %s %s\n", seq, time.Now().UTC().Format(time.RFC3339Nano), pod)
+		if _, err := j.WriteString(line); err != nil {
+			return fmt.Errorf("journal write %d: %w", seq, err)
+		}
+		if err := j.Sync(); err != nil {
+			return fmt.Errorf("journal sync %d: %w", seq, err)
+		}
+	}
+}
+
+// ensureSeed writes 64 KiB of random data and its hash once; later starts
+// verify it.
+func ensureSeed(dir string) error {
+	seed, sum := filepath.Join(dir, "seed"), filepath.Join(dir, "seed.sha256")
+	data, err := os.ReadFile(seed)
+	if errors.Is(err, fs.ErrNotExist) {
+		data = make([]byte, 64<<10)
+		if _, err := rand.Read(data); err != nil {
+			return err
+		}
+		h := sha256.Sum256(data)
+		if err := writeSynced(seed, data); err != nil {
+			return err
+		}
+		return writeSynced(sum, []byte(hex.EncodeToString(h[:])+"\n"))
+	}
+	if err != nil {
+		return err
+	}
+	want, err := os.ReadFile(sum)
+	if err != nil {
+		return err
+	}
+	h := sha256.Sum256(data)
+	if got := hex.EncodeToString(h[:]); got != strings.TrimSpace(string(want)) {
+		return fmt.Errorf("seed corrupted: sha256 %s, want %s", got, bytes.TrimSpace(want))
+	}
+	return nil
+}
+
+func lastSeq(path string) (int, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	last := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		n, err := strconv.Atoi(strings.Fields(sc.Text() + " x")[0])
+		if err != nil {
+			return 0, fmt.Errorf("journal line %q: %w", sc.Text(), err)
+		}
+		last = n
+	}
+	return last, sc.Err()
+}
+
+func churn(dir, pod string, stop <-chan os.Signal) error {
+	if pod == "" {
+		pod = "churn"
+	}
+	name := filepath.Join(dir, pod)
+	want := []byte(pod + " " + time.Now().UTC().Format(time.RFC3339Nano) + "\n")
+	if err := writeSynced(name, want); err != nil {
+		return err
+	}
+	got, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("%s reads back %q, wrote %q", name, got, want)
+	}
+	fmt.Printf("wrote %s\n", name)
+	<-stop
+	return nil
+}
+
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func device(path string) (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Dev, nil
+}

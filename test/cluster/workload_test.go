@@ -1,0 +1,373 @@
+package cluster_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/ontap-csi/ontap-csi/test/cluster/localcluster"
+)
+
+const (
+	workloadNS  = "e2e-workload"
+	keeperPod   = "keeper"
+	keeperClaim = "keeper-data"
+	churnClaim  = "churn-data"
+)
+
+// workload is the load the scenarios run under: a pod that keeps its
+// volume mounted and written for the whole test (the keeper), and a pod
+// created and deleted over and over on a second volume (the churn), so
+// that kubelet stages, publishes, unpublishes and unstages all the time.
+type workload struct {
+	client kubernetes.Interface
+	obs    *observer
+	sim    *http.Client // the simulator's data plane, through the forwarded socket
+
+	mu     sync.Mutex
+	cycles []churnCycle
+}
+
+// churnCycle is one create → Running → delete → gone of a churn pod.
+type churnCycle struct {
+	Pod                  string
+	Created, Running     time.Time
+	Deleted, Gone        time.Time
+	Err                  string
+	MountFailed, Timeout bool
+}
+
+// provision creates a volume through the controller and a PV and PVC bound
+// to it, as csi-provisioner would for an ontap-nas StorageClass (there is
+// no provisioner sidecar here).
+func provision(ctx context.Context, client kubernetes.Interface, ctrl csi.ControllerClient, claim string) error {
+	pvName := "pvc-e2e-" + claim
+	capability := &csi.VolumeCapability{
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+	}
+	resp, err := ctrl.CreateVolume(ctx, &csi.CreateVolumeRequest{
+		Name:               pvName,
+		CapacityRange:      &csi.CapacityRange{RequiredBytes: 1 << 30},
+		VolumeCapabilities: []*csi.VolumeCapability{capability},
+		Parameters:         map[string]string{"backendType": "ontap-nas"},
+	})
+	if err != nil {
+		return fmt.Errorf("CreateVolume %s: %w", pvName, err)
+	}
+	v := resp.Volume
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(v.CapacityBytes, resource.BinarySI)},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              "",
+			ClaimRef:                      &corev1.ObjectReference{Namespace: workloadNS, Name: claim},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: driverName, VolumeHandle: v.VolumeId, VolumeAttributes: v.VolumeContext,
+			}},
+		},
+	}
+	if _, err := client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: workloadNS},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			StorageClassName: ptr.To(""),
+			VolumeName:       pvName,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: *resource.NewQuantity(v.CapacityBytes, resource.BinarySI),
+			}},
+		},
+	}
+	_, err = client.CoreV1().PersistentVolumeClaims(workloadNS).Create(ctx, pvc, metav1.CreateOptions{})
+	return err
+}
+
+func workloadPod(name, claim string, args ...string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: workloadNS, Labels: map[string]string{"app": "e2e-workload"}},
+		Spec: corev1.PodSpec{
+			NodeName:                      localcluster.NodeName,
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](5),
+			Containers: []corev1.Container{{
+				Name:            "workload",
+				Image:           toolsImage,
+				ImagePullPolicy: corev1.PullNever,
+				Command:         append([]string{"/workload"}, args...),
+				Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{
+					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"},
+				}}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+			}}},
+		},
+	}
+}
+
+// startKeeper creates the keeper pod and waits until it runs.
+func (w *workload) startKeeper(ctx context.Context) error {
+	p := workloadPod(keeperPod, keeperClaim, "keep", "--dir=/data", "--interval=200ms")
+	if _, err := w.client.CoreV1().Pods(workloadNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return waitPod(ctx, w.client, workloadNS, keeperPod, 5*time.Minute, podReady)
+}
+
+// churn runs churn cycles until ctx ends.
+func (w *workload) churn(ctx context.Context) {
+	for n := 1; ctx.Err() == nil; n++ {
+		c := w.churnOnce(ctx, fmt.Sprintf("churn-%04d", n))
+		w.mu.Lock()
+		w.cycles = append(w.cycles, c)
+		w.mu.Unlock()
+		if c.Err != "" {
+			w.obs.add("churn", "%s FAILED: %s", c.Pod, c.Err)
+		} else {
+			w.obs.add("churn", "%s mounted after %s, unmounted and gone after %s", c.Pod,
+				c.Running.Sub(c.Created).Round(time.Millisecond), c.Gone.Sub(c.Deleted).Round(time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+const churnStepTimeout = 3 * time.Minute
+
+func (w *workload) churnOnce(ctx context.Context, name string) churnCycle {
+	c := churnCycle{Pod: name, Created: time.Now()}
+	pods := w.client.CoreV1().Pods(workloadNS)
+	if _, err := pods.Create(ctx, workloadPod(name, churnClaim, "churn", "--dir=/data"), metav1.CreateOptions{}); err != nil {
+		c.Err = err.Error()
+		return c
+	}
+	err := waitPod(ctx, w.client, workloadNS, name, churnStepTimeout, podReady)
+	c.Running = time.Now()
+	if err != nil {
+		c.Err, c.Timeout = "not running: "+err.Error(), true
+	}
+	c.Deleted = time.Now()
+	if err := pods.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		c.Err += "; delete: " + err.Error()
+	}
+	// The kubelet removes a pod from the API only once its volumes are
+	// unmounted, so "gone" means unpublished (and unstaged).
+	if err := waitPodGone(ctx, w.client, workloadNS, name, churnStepTimeout); err != nil {
+		c.Err += "; not gone: " + err.Error()
+		c.Timeout = true
+	}
+	c.Gone = time.Now()
+	return c
+}
+
+// cyclesIn returns the churn cycles that overlap a window.
+func (w *workload) cyclesIn(from, to time.Time) []churnCycle {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []churnCycle
+	for _, c := range w.cycles {
+		if c.Gone.After(from) && c.Created.Before(to) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// keeperReport is the keeper's state and its data as the storage holds it.
+type keeperReport struct {
+	Ready      bool
+	Restarts   int32
+	Lines      int
+	LastSeq    int
+	LastWrite  time.Time
+	MaxStall   time.Duration // longest time between two journal lines
+	SeedIntact bool
+	Problems   []string
+}
+
+// checkKeeper reads the keeper's volume from the simulator's side (the
+// directory that backs the ONTAP volume, found through the data plane the
+// NFS shim uses) and checks the seed and the journal sequence.
+func (w *workload) checkKeeper(ctx context.Context) (keeperReport, error) {
+	var r keeperReport
+	p, err := w.client.CoreV1().Pods(workloadNS).Get(ctx, keeperPod, metav1.GetOptions{})
+	if err != nil {
+		return r, err
+	}
+	r.Ready = podReady(p)
+	for _, cs := range p.Status.ContainerStatuses {
+		r.Restarts += cs.RestartCount
+	}
+	dir, err := w.volumeDir(ctx, "pvc-e2e-"+keeperClaim)
+	if err != nil {
+		return r, err
+	}
+	seed, err := os.ReadFile(filepath.Join(dir, "seed"))
+	if err != nil {
+		return r, err
+	}
+	want, err := os.ReadFile(filepath.Join(dir, "seed.sha256"))
+	if err != nil {
+		return r, err
+	}
+	sum := sha256.Sum256(seed)
+	r.SeedIntact = hex.EncodeToString(sum[:]) == strings.TrimSpace(string(want))
+	if !r.SeedIntact {
+		r.Problems = append(r.Problems, "seed does not match its checksum")
+	}
+	f, err := os.Open(filepath.Join(dir, "journal"))
+	if err != nil {
+		return r, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	var prev time.Time
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) != 3 {
+			r.Problems = append(r.Problems, fmt.Sprintf("torn journal line %q", sc.Text()))
+			continue
+		}
+		seq, err1 := strconv.Atoi(fields[0])
+		at, err2 := time.Parse(time.RFC3339Nano, fields[1])
+		if err1 != nil || err2 != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("bad journal line %q", sc.Text()))
+			continue
+		}
+		r.Lines++
+		if seq != r.LastSeq+1 {
+			r.Problems = append(r.Problems, fmt.Sprintf("journal jumps from %d to %d", r.LastSeq, seq))
+		}
+		r.LastSeq = seq
+		if !prev.IsZero() && at.Sub(prev) > r.MaxStall {
+			r.MaxStall = at.Sub(prev)
+		}
+		prev, r.LastWrite = at, at
+	}
+	if err := sc.Err(); err != nil {
+		return r, err
+	}
+	if r.Restarts > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("keeper restarted %d times", r.Restarts))
+	}
+	if !r.Ready {
+		r.Problems = append(r.Problems, "keeper is not Ready")
+	}
+	return r, nil
+}
+
+// volumeDir asks the simulator's data plane where a PV's data lives, with
+// the server and path the attacher stored for kubelet.
+func (w *workload) volumeDir(ctx context.Context, pvName string) (string, error) {
+	vas, err := w.client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, va := range vas.Items {
+		if va.Spec.Source.PersistentVolumeName == nil || *va.Spec.Source.PersistentVolumeName != pvName || !va.Status.Attached {
+			continue
+		}
+		md := va.Status.AttachmentMetadata
+		q := url.Values{"server": {md["nfsServerIp"]}, "client": {localcluster.NodeIP}, "path": {md["nfsPath"]}}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://sim/sim/nfs/export?"+q.Encode(), nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := w.sim.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("simulator: %s: %s", resp.Status, body)
+		}
+		var exp struct {
+			Directory string `json:"directory"`
+		}
+		if err := json.Unmarshal(body, &exp); err != nil {
+			return "", err
+		}
+		return exp.Directory, nil
+	}
+	return "", fmt.Errorf("no attached VolumeAttachment for %s", pvName)
+}
+
+// waitPod waits until cond holds for the pod.
+func waitPod(ctx context.Context, client kubernetes.Interface, ns, name string, timeout time.Duration, cond func(*corev1.Pod) bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last string
+	for {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			if cond(p) {
+				return nil
+			}
+			last = podState(p)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pod %s/%s: %w (last: %s)", ns, name, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func waitPodGone(ctx context.Context, client kubernetes.Interface, ns, name string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		_, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pod %s/%s still there: %w", ns, name, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
