@@ -303,35 +303,16 @@ func TestStandaloneAttach(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cc := csi.NewControllerClient(conn)
-	capability := &csi.VolumeCapability{
-		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4"}},
-		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-	}
-	vol, err := cc.CreateVolume(ctx, &csi.CreateVolumeRequest{
-		Name: "pvc-standalone", VolumeCapabilities: []*csi.VolumeCapability{capability},
-		CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30},
-	})
-	if err != nil {
-		t.Fatalf("CreateVolume: %v", err)
-	}
-	pub, err := cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
-		VolumeId: vol.Volume.VolumeId, NodeId: "worker-1", VolumeCapability: capability,
-	})
-	if err != nil || pub.PublishContext["iscsiTargetIqn"] == "" {
-		t.Fatalf("ControllerPublishVolume to worker-1 = %v, %v", pub, err)
-	}
-	if initiators := c.igroupInitiators(t); !slices.Contains(initiators, w1.iqn) {
-		t.Errorf("igroup initiators on ONTAP = %v, want worker-1's %s", initiators, w1.iqn)
-	}
+	vol, capability := c.publishToWorker1(ctx, t, cc, "pvc-standalone", w1)
 	for _, id := range []string{"worker-2", "worker-9"} { // no node plugin; no Node
 		_, err := cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
-			VolumeId: vol.Volume.VolumeId, NodeId: id, VolumeCapability: capability,
+			VolumeId: vol.VolumeId, NodeId: id, VolumeCapability: capability,
 		})
 		if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), id) {
 			t.Errorf("publish to %s: %v, want NotFound naming it", id, err)
 		}
 	}
-	if _, err := cc.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: vol.Volume.VolumeId, NodeId: "worker-1"}); err != nil {
+	if _, err := cc.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: vol.VolumeId, NodeId: "worker-1"}); err != nil {
 		t.Errorf("ControllerUnpublishVolume: %v", err)
 	}
 

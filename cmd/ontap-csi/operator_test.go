@@ -532,28 +532,9 @@ func testOperatorObjects(t *testing.T, v string) {
 	// publishes to the node the TridentNode describes: the node's IQN ends up
 	// in its igroup on ONTAP.
 	cc := csi.NewControllerClient(conn)
-	capability := &csi.VolumeCapability{
-		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4"}},
-		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
-	}
-	vol, err := cc.CreateVolume(ctx, &csi.CreateVolumeRequest{
-		Name: "pvc-e2e", VolumeCapabilities: []*csi.VolumeCapability{capability},
-		CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30},
-	})
-	if err != nil {
-		t.Fatalf("CreateVolume: %v", err)
-	}
-	pub, err := cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
-		VolumeId: vol.Volume.VolumeId, NodeId: "worker-1", VolumeCapability: capability,
-	})
-	if err != nil || pub.PublishContext["iscsiTargetIqn"] == "" {
-		t.Fatalf("ControllerPublishVolume to worker-1 = %v, %v", pub, err)
-	}
-	if initiators := c.igroupInitiators(t); !slices.Contains(initiators, w1.iqn) {
-		t.Errorf("igroup initiators on ONTAP = %v, want worker-1's %s", initiators, w1.iqn)
-	}
+	vol, capability := c.publishToWorker1(ctx, t, cc, "pvc-e2e", w1)
 	_, err = cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
-		VolumeId: vol.Volume.VolumeId, NodeId: "worker-2", VolumeCapability: capability,
+		VolumeId: vol.VolumeId, NodeId: "worker-2", VolumeCapability: capability,
 	})
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("publish to a node that never registered: %v, want NotFound", err)
@@ -571,7 +552,7 @@ func testOperatorObjects(t *testing.T, v string) {
 	})
 	eventually(t, "publish after a controller restart", 60*time.Second, func() (bool, string) {
 		_, err := csi.NewControllerClient(conn2).ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
-			VolumeId: vol.Volume.VolumeId, NodeId: "worker-1", VolumeCapability: capability,
+			VolumeId: vol.VolumeId, NodeId: "worker-1", VolumeCapability: capability,
 		})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -643,6 +624,33 @@ func assertRegistered(t *testing.T, h *nodeHost) {
 }
 
 // igroupInitiators lists the initiators of every igroup on the simulator.
+// publishToWorker1 creates an ext4 volume on the san backend and publishes
+// it to worker-1, whose IQN must then be in its igroup on ONTAP.
+func (c *cluster) publishToWorker1(ctx context.Context, t *testing.T, cc csi.ControllerClient, name string, w1 *nodeHost) (*csi.Volume, *csi.VolumeCapability) {
+	t.Helper()
+	capability := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4"}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	vol, err := cc.CreateVolume(ctx, &csi.CreateVolumeRequest{
+		Name: name, VolumeCapabilities: []*csi.VolumeCapability{capability},
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30},
+	})
+	if err != nil {
+		t.Fatalf("CreateVolume: %v", err)
+	}
+	pub, err := cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
+		VolumeId: vol.Volume.VolumeId, NodeId: "worker-1", VolumeCapability: capability,
+	})
+	if err != nil || pub.PublishContext["iscsiTargetIqn"] == "" {
+		t.Fatalf("ControllerPublishVolume to worker-1 = %v, %v", pub, err)
+	}
+	if initiators := c.igroupInitiators(t); !slices.Contains(initiators, w1.iqn) {
+		t.Errorf("igroup initiators on ONTAP = %v, want worker-1's %s", initiators, w1.iqn)
+	}
+	return vol.Volume, capability
+}
+
 func (c *cluster) igroupInitiators(t *testing.T) []string {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, "/api/protocols/san/igroups?fields=initiators", nil)

@@ -13,7 +13,6 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/registration"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 )
 
@@ -87,7 +87,6 @@ func TestDemo(t *testing.T) {
 type run struct {
 	title    string
 	kubelet  *kubeletSim
-	events   []event
 	holders  map[uint64]string // generation → pod
 	sum      simSummary
 	stats    int
@@ -97,15 +96,8 @@ type run struct {
 	dataPath bool
 }
 
-type event struct {
-	at   time.Time
-	text string
-}
-
 func (r *run) step(format string, args ...any) {
-	e := event{time.Now(), fmt.Sprintf(format, args...)}
-	r.events = append(r.events, e)
-	say("%s  %s", r.kubelet.rel(e.at), e.text)
+	say("%s  %s", r.kubelet.rel(time.Now()), fmt.Sprintf(format, args...))
 }
 
 // runOurs: simulator, controller, node plugin ds-1 registered, volumes
@@ -149,7 +141,7 @@ func runOurs(t *testing.T, bin string, tools kubeletTools) *run {
 	registered := func(since time.Time, above uint64) uint64 {
 		c := r.kubelet.waitRegistered(t, since, registerTimeout, func(c kubeletCall) bool { return c.generation() > above })
 		g := c.generation()
-		r.holders[g] = leaseHolder(t, pluginDir, g)
+		r.holders[g] = leaseHolder(t, roots.KubeletDir, g)
 		r.step("kubelet registered %s: generation %d at %s, %.0f ms after its start", r.holders[g], g, filepath.Base(c.Endpoint), c.At.Sub(since).Seconds()*1000)
 		return g
 	}
@@ -422,26 +414,18 @@ func unstageAndDelete(t *testing.T, ctx context.Context, ctrl *plugintest.Plugin
 	}
 }
 
-// leaseHolder names the pod the node lease gives generation g to.
-func leaseHolder(t *testing.T, pluginDir string, g uint64) string {
+// leaseHolder names the pod the node lease gives generation g to, read as
+// `ontap-csi status` reads it.
+func leaseHolder(t *testing.T, kubeletDir string, g uint64) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(pluginDir, "lease.json"))
-	if err != nil {
+	st, err := registration.Status(filepath.Join(kubeletDir, "plugins", driver), filepath.Join(kubeletDir, "plugins_registry"), driver)
+	if err != nil || st.Lease == nil {
 		t.Fatalf("lease: %v", err)
 	}
-	var l struct {
-		Generation uint64 `json:"generation"`
-		Holder     struct {
-			Pod string `json:"pod"`
-		} `json:"holder"`
-	}
-	if err := json.Unmarshal(b, &l); err != nil {
-		t.Fatalf("lease: %v", err)
-	}
-	if l.Generation != g {
+	if st.Lease.Generation != g {
 		return fmt.Sprintf("generation %d", g)
 	}
-	return l.Holder.Pod
+	return st.Lease.Holder.Pod
 }
 
 // regSockets lists plugins_registry.
