@@ -1,10 +1,8 @@
 package tridentrest
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/server"
 )
 
 // ClientCertName is the common name of the client certificate Trident's
@@ -26,17 +26,11 @@ type TLSFiles struct {
 	CACert, Cert, Key string
 }
 
-// Server is one listening HTTP or HTTPS server.
-type Server struct {
-	srv *http.Server
-	l   net.Listener
-}
-
 // ListenMutualTLS serves h on addr over TLS, admitting only clients whose
 // certificate the CA signed for ClientCertName, as Trident's controller
 // does. The files are read now: a controller without them cannot register
 // any node, and must say so at start.
-func ListenMutualTLS(addr string, files TLSFiles, h http.Handler) (*Server, error) {
+func ListenMutualTLS(addr string, files TLSFiles, h http.Handler) (*server.HTTPServer, error) {
 	cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
 	if err != nil {
 		return nil, fmt.Errorf("HTTPS server certificate (%s, %s): %w", files.Cert, files.Key, err)
@@ -63,7 +57,7 @@ func ListenMutualTLS(addr string, files TLSFiles, h http.Handler) (*Server, erro
 }
 
 // Listen serves h on addr over plain HTTP.
-func Listen(addr string, h http.Handler) (*Server, error) {
+func Listen(addr string, h http.Handler) (*server.HTTPServer, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -71,25 +65,16 @@ func Listen(addr string, h http.Handler) (*Server, error) {
 	return serve(l, h, "HTTP REST"), nil
 }
 
-func serve(l net.Listener, h http.Handler, what string) *Server {
-	s := &Server{
-		srv: &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       90 * time.Second, // Trident's HTTPTimeout
-			WriteTimeout:      90 * time.Second,
-			// Failed handshakes (a client without a certificate) are
-			// worth a debug line, not stderr noise.
-			ErrorLog: log.New(logrus.StandardLogger().WriterLevel(logrus.DebugLevel), what+": ", 0),
-		},
-		l: l,
-	}
-	go func() {
-		if err := s.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logrus.WithError(err).WithField("address", l.Addr().String()).Errorf("%s stopped", what)
-		}
-	}()
-	return s
+func serve(l net.Listener, h http.Handler, what string) *server.HTTPServer {
+	return server.ServeHTTP(&http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       90 * time.Second, // Trident's HTTPTimeout
+		WriteTimeout:      90 * time.Second,
+		// Failed handshakes (a client without a certificate) are
+		// worth a debug line, not stderr noise.
+		ErrorLog: log.New(logrus.StandardLogger().WriterLevel(logrus.DebugLevel), what+": ", 0),
+	}, l, what)
 }
 
 // requireNodeCert admits only the node plugins' client certificate: the CA
@@ -104,10 +89,3 @@ func requireNodeCert(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
-
-// Addr is the address actually bound.
-func (s *Server) Addr() net.Addr { return s.l.Addr() }
-
-// Shutdown stops the server, waiting at most until ctx ends for requests in
-// flight.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }

@@ -12,25 +12,23 @@
 package probes
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"errors"
 	"fmt"
 	"io"
 	"log"
 	"math/big"
 	"net"
 	"net/http"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
+
+	"github.com/ontap-csi/ontap-csi/server"
 )
 
 // Config configures the probe server.
@@ -44,39 +42,19 @@ type Config struct {
 	CertFile, KeyFile string
 	// Ready answers /readiness.
 	Ready func() bool
-	// Shared binds the port with SO_REUSEPORT. The node DaemonSet runs on
-	// the host network: during a surge rollout the old and the new pod bind
-	// the same port, and either may answer a probe for the node.
+	// Shared binds the port with SO_REUSEPORT (see server.ListenTCP).
 	Shared bool
 }
 
-// Server serves the probes.
-type Server struct {
-	srv *http.Server
-	l   net.Listener
-}
-
 // Listen binds cfg.Address and serves the probes in the background.
-func Listen(cfg Config) (*Server, error) {
+func Listen(cfg Config) (*server.HTTPServer, error) {
 	cert, err := certificate(cfg.CertFile, cfg.KeyFile)
 	if err != nil {
 		return nil, err
 	}
-	var lc net.ListenConfig
-	if cfg.Shared {
-		lc.Control = func(_, _ string, c syscall.RawConn) error {
-			var serr error
-			if err := c.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-			}); err != nil {
-				return err
-			}
-			return serr
-		}
-	}
-	l, err := lc.Listen(context.Background(), "tcp", cfg.Address)
+	l, err := server.ListenTCP(cfg.Address, cfg.Shared)
 	if err != nil {
-		return nil, fmt.Errorf("probe address %q: %w", cfg.Address, err)
+		return nil, fmt.Errorf("probe %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /liveness", func(w http.ResponseWriter, _ *http.Request) {
@@ -89,28 +67,15 @@ func Listen(cfg Config) (*Server, error) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	s := &Server{
-		srv: &http.Server{
-			Handler:           mux,
-			ReadHeaderTimeout: 5 * time.Second,
-			// Probes that drop the connection mid-handshake are not news.
-			ErrorLog: log.New(logrus.StandardLogger().WriterLevel(logrus.DebugLevel), "probes: ", 0),
-		},
-		l: tls.NewListener(l, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}}),
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		// Probes that drop the connection mid-handshake are not news.
+		ErrorLog: log.New(logrus.StandardLogger().WriterLevel(logrus.DebugLevel), "probes: ", 0),
 	}
-	go func() {
-		if err := s.srv.Serve(s.l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logrus.WithError(err).Error("probe server stopped")
-		}
-	}()
-	return s, nil
+	tl := tls.NewListener(l, &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*cert}})
+	return server.ServeHTTP(srv, tl, "probe server"), nil
 }
-
-// Addr is the address actually bound.
-func (s *Server) Addr() net.Addr { return s.l.Addr() }
-
-// Shutdown stops serving, waiting at most until ctx ends.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
 
 // certificate loads the server certificate, or makes a self-signed one
 // when it cannot: a probe must not fail, or keep the node plugin from

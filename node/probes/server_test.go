@@ -14,6 +14,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/ontap-csi/ontap-csi/server"
 	"github.com/ontap-csi/ontap-csi/test/tridentcerts"
 )
 
@@ -22,7 +23,7 @@ var kubelet = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport
 	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // as kubelet's prober
 }}
 
-func probe(t *testing.T, s *Server, path string) (int, string, *tls.ConnectionState) {
+func probe(t *testing.T, s *server.HTTPServer, path string) (int, string, *tls.ConnectionState) {
 	t.Helper()
 	resp, err := kubelet.Get("https://" + s.Addr().String() + path)
 	if err != nil {
@@ -112,6 +113,29 @@ func TestSharedPort(t *testing.T) {
 	defer s2.Shutdown(context.Background())
 	if code, _, _ := probe(t, s2, "/readiness"); code != http.StatusOK {
 		t.Fatalf("/readiness after the old generation stopped = %d", code)
+	}
+}
+
+// A generation that stops right after it started must not keep the port:
+// its listener would take a share of the next generation's probes.
+func TestShutdownReleasesPort(t *testing.T) {
+	for i := range 50 {
+		s, err := Listen(Config{Address: "127.0.0.1:0", Shared: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := s.Addr().String()
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatalf("round %d: Shutdown: %v", i, err)
+		}
+		// Not shared: the bind fails while any listener holds the port.
+		s2, err := Listen(Config{Address: addr})
+		if err != nil {
+			t.Fatalf("round %d: port still held after Shutdown: %v", i, err)
+		}
+		if err := s2.Shutdown(context.Background()); err != nil {
+			t.Fatalf("round %d: Shutdown: %v", i, err)
+		}
 	}
 }
 

@@ -47,6 +47,7 @@ type Simulator struct {
 
 	srvMu     sync.Mutex
 	srv       *http.Server
+	ln        net.Listener // closed by Close too: Shutdown misses one Serve has not reached yet
 	url       string
 	closeOnce sync.Once
 	closeErr  error
@@ -153,7 +154,7 @@ func (s *Simulator) Start(addr string, useTLS bool) (string, error) {
 		ln = tls.NewListener(ln, conf)
 		scheme = "https"
 	}
-	s.srv = srv
+	s.srv, s.ln = srv, ln
 	s.url = scheme + "://" + net.JoinHostPort(host, port)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -178,7 +179,7 @@ func (s *Simulator) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing) // jobs skip their remaining latency and commit
 		s.srvMu.Lock()
-		srv := s.srv
+		srv, ln := s.srv, s.ln
 		s.srvMu.Unlock()
 		if srv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -186,6 +187,7 @@ func (s *Simulator) Close() error {
 				srv.Close()
 			}
 			cancel()
+			ln.Close()
 		}
 		s.jobWG.Wait()
 		s.mu.Lock()
