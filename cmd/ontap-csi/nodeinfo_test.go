@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -304,6 +305,7 @@ func TestStandaloneAttach(t *testing.T) {
 	defer cancel()
 	cc := csi.NewControllerClient(conn)
 	vol, capability := c.publishToWorker1(ctx, t, cc, "pvc-standalone", w1)
+	igroups, maps := fmt.Sprint(c.sim.IGroups()), fmt.Sprint(c.sim.LUNMaps())
 	for _, id := range []string{"worker-2", "worker-9"} { // no node plugin; no Node
 		_, err := cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
 			VolumeId: vol.VolumeId, NodeId: id, VolumeCapability: capability,
@@ -311,6 +313,13 @@ func TestStandaloneAttach(t *testing.T) {
 		if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), id) {
 			t.Errorf("publish to %s: %v, want NotFound naming it", id, err)
 		}
+	}
+	// A refused publish is refused before anything changes on the array.
+	if got := fmt.Sprint(c.sim.IGroups()); got != igroups {
+		t.Errorf("refused publishes changed the igroups:\n%s\nwas\n%s", got, igroups)
+	}
+	if got := fmt.Sprint(c.sim.LUNMaps()); got != maps {
+		t.Errorf("refused publishes changed the LUN maps:\n%s\nwas\n%s", got, maps)
 	}
 	if _, err := cc.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: vol.VolumeId, NodeId: "worker-1"}); err != nil {
 		t.Errorf("ControllerUnpublishVolume: %v", err)
