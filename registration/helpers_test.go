@@ -122,11 +122,15 @@ func (n *testNode) regSockets() []string {
 // local state and never fails (I6).
 type fakeNode struct {
 	csi.UnimplementedNodeServer
-	calls atomic.Int64
+	calls  atomic.Int64
+	onInfo atomic.Pointer[func()] // run once, by the next NodeGetInfo
 }
 
 func (f *fakeNode) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
 	f.calls.Add(1)
+	if hook := f.onInfo.Swap(nil); hook != nil {
+		(*hook)()
+	}
 	return &csi.NodeGetInfoResponse{
 		NodeId:             "node-1",
 		AccessibleTopology: &csi.Topology{Segments: map[string]string{"topology.kubernetes.io/zone": "zone-a"}},
@@ -264,7 +268,7 @@ func helperAllocate() error {
 		err := lay.withHandoverLock(func() error {
 			a, err := lay.allocateGeneration(func(g uint64) *Lease {
 				return &Lease{Generation: g, Holder: Holder{PID: os.Getpid()}, Phase: PhaseStarting}
-			}, 0)
+			}, 0, 0)
 			if err != nil {
 				return err
 			}
@@ -291,7 +295,7 @@ func helperHold() error {
 	err := lay.withHandoverLock(func() error {
 		a, err := lay.allocateGeneration(func(g uint64) *Lease {
 			return &Lease{Generation: g, Holder: Holder{Pod: "holder", PID: os.Getpid()}, Phase: PhaseRegistered}
-		}, 0)
+		}, 0, 0)
 		if err == nil {
 			g = a.g // a.alive stays open: the lock lives as long as we do
 		}

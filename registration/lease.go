@@ -289,10 +289,15 @@ type allocation struct {
 
 // allocateGeneration is step 2 of acquire, called with handover.lock held:
 // compute G, create and lock g<G>.alive, write the lease naming G.
-func (l layout) allocateGeneration(newLease func(g uint64) *Lease, floor uint64) (*allocation, error) {
+// holding, when not 0, is the generation a holder re-registers from: the
+// allocation is refused with errNotHolder unless the lease still names it.
+func (l layout) allocateGeneration(newLease func(g uint64) *Lease, floor, holding uint64) (*allocation, error) {
 	prev, prevErr := readLease(l.leasePath())
 	if prevErr != nil && !errors.Is(prevErr, errCorruptLease) {
 		return nil, prevErr
+	}
+	if holding != 0 && (prev == nil || prev.Generation != holding) {
+		return nil, errNotHolder
 	}
 	onDisk, err := l.maxGenerationOnDisk()
 	if err != nil {

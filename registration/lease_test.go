@@ -135,6 +135,59 @@ func TestDeadHolderDetectedThroughFreeLock(t *testing.T) {
 	}
 }
 
+// A holder's re-registration allocates only while the lease still names the
+// generation it holds; a start or takeover (holding 0) allocates regardless.
+func TestAllocateAsHolder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lease   *Lease // on disk before the allocation; nil: none
+		holding uint64
+		wantErr error
+	}{
+		{name: "start without a lease", holding: 0},
+		{name: "start over a holder", lease: &Lease{Generation: 100, Phase: PhaseRegistered}, holding: 0},
+		{name: "holder re-registers", lease: &Lease{Generation: 100, Phase: PhaseRegistered}, holding: 100},
+		{name: "successor took the lease", lease: &Lease{Generation: 101, Phase: PhaseStarting}, holding: 100, wantErr: errNotHolder},
+		{name: "lease gone", holding: 100, wantErr: errNotHolder},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newTestNode(t)
+			lay := newLayout(testDriver, n.kubeletDir, n.pluginDir, n.regDir, "")
+			if tc.lease != nil {
+				if err := writeLease(lay.leasePath(), tc.lease); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var a *allocation
+			err := lay.withHandoverLock(func() error {
+				var err error
+				a, err = lay.allocateGeneration(func(g uint64) *Lease { return &Lease{Generation: g, Phase: PhaseStarting} }, 0, tc.holding)
+				return err
+			})
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("allocateGeneration: %v, want %v", err, tc.wantErr)
+			}
+			got, _ := readLease(lay.leasePath())
+			if tc.wantErr != nil {
+				if (got == nil) != (tc.lease == nil) || got != nil && got.Generation != tc.lease.Generation {
+					t.Errorf("refused allocation changed the lease: %+v, want %+v", got, tc.lease)
+				}
+				if ents, _ := filepath.Glob(filepath.Join(n.pluginDir, "g*.alive")); len(ents) != 0 {
+					t.Errorf("refused allocation left %v", ents)
+				}
+				return
+			}
+			defer a.alive.Close()
+			if got == nil || got.Generation != a.g {
+				t.Errorf("lease %+v, want generation %d", got, a.g)
+			}
+			if tc.lease != nil && a.g <= tc.lease.Generation {
+				t.Errorf("allocated %d, not above %d", a.g, tc.lease.Generation)
+			}
+		})
+	}
+}
+
 func TestCorruptOrMissingLease(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -179,7 +232,7 @@ func TestCorruptOrMissingLease(t *testing.T) {
 			var a *allocation
 			err = lay.withHandoverLock(func() error {
 				var err error
-				a, err = lay.allocateGeneration(func(g uint64) *Lease { return &Lease{Generation: g, Phase: PhaseStarting} }, 0)
+				a, err = lay.allocateGeneration(func(g uint64) *Lease { return &Lease{Generation: g, Phase: PhaseStarting} }, 0, 0)
 				return err
 			})
 			if err != nil {

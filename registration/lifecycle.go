@@ -91,7 +91,7 @@ func (m *Manager) asStandby(lease *Lease) {
 	}
 	m.log.WithFields(logrus.Fields{"holder": lease.Generation, "holderPod": lease.Holder.Pod}).
 		Warn("the holder's lock is free, so it died; taking over")
-	m.tryAcquire("takeover")
+	m.tryAcquire(reasonTakeover)
 }
 
 // repairLease handles a lease that is missing, unreadable or older than
@@ -110,7 +110,7 @@ func (m *Manager) repairLease(cause error) {
 			return
 		}
 		m.log.WithError(cause).Warn("node lease missing or damaged and no newer generation is alive; taking over")
-		m.tryAcquire("takeover")
+		m.tryAcquire(reasonTakeover)
 		return
 	}
 	var rewrote bool

@@ -259,7 +259,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		"pluginDir": m.lay.pluginDir, "registrationDir": m.lay.regDir, "endpoint": m.lay.hostEndpoint,
 	}).Info("acquiring the node registration")
 	m.setRole(roleAcquiring)
-	m.tryAcquire("start")
+	m.tryAcquire(reasonStart)
 	m.reconcile(true)
 
 	tick := time.NewTicker(m.t.tick)
@@ -417,12 +417,21 @@ func (m *Manager) acquire(reason string) error {
 	// Steps 2 and 3 in one critical section: allocate G and write the lease,
 	// then take E. Holding handover.lock across the rename keeps E with the
 	// newest generation even when acquirers race.
+	// A re-registration is the holder's alone (§5 Watchdog), and a successor
+	// may have taken the lease since the caller checked: a terminating
+	// holder reacting to the successor's registrar sidecar (S8o) would
+	// otherwise outrank the new pod, take E back and keep it until its
+	// grace ran out. So the check is repeated under the lock.
+	var holding uint64
+	if m.cur != nil && reason != reasonStart && reason != reasonTakeover {
+		holding = m.cur.g
+	}
 	var a *allocation
 	err = m.lay.withHandoverLock(func() error {
 		var err error
 		a, err = m.lay.allocateGeneration(func(g uint64) *Lease {
 			return m.newLease(g, info, PhaseStarting)
-		}, m.floor)
+		}, m.floor, holding)
 		if err != nil {
 			return err
 		}
@@ -442,6 +451,12 @@ func (m *Manager) acquire(reason string) error {
 		}
 		return nil
 	})
+	if errors.Is(err, errNotHolder) {
+		discard()
+		m.log.WithFields(logrus.Fields{"generation": holding, "reason": reason}).
+			Info("a successor took the lease first; not re-registering")
+		return nil // reconcile makes this process a standby
+	}
 	if err != nil {
 		discard()
 		return err

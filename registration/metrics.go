@@ -16,7 +16,13 @@ const (
 
 var allRoles = []string{roleAcquiring, roleStarting, roleRegistered, roleStandby, roleUninstalling}
 
-// Reasons for a re-registration.
+// Reasons for an acquisition that is not a re-registration.
+const (
+	reasonStart    = "start"    // this process's first generation
+	reasonTakeover = "takeover" // from a dead holder, or over a damaged lease
+)
+
+// Reasons for a re-registration: the holder registers a new generation.
 const (
 	reasonValidationFailed   = "validation_failed"    // Notify(false): our version was not high enough
 	reasonRegistrationFailed = "registration_failed"  // Notify(false): NodeGetInfo or CSINode update failed

@@ -357,6 +357,59 @@ func TestLegacySocketRecreatedReregisters(t *testing.T) {
 	}
 }
 
+// S8o's race, made deterministic through the holder's own NodeGetInfo check
+// (acquire step 1): the holder decides to re-register because a registrar
+// sidecar's socket appeared, and a successor takes the lease before the
+// holder reaches handover.lock. The holder must not outrank it, which would
+// take E back from the new pod until the old one's grace ran out; it stands
+// by, and the lease keeps the successor's generation.
+func TestReregistrationYieldsToSuccessor(t *testing.T) {
+	n := newTestNode(t)
+	k := startKubelet(t, n.regDir)
+	a := n.startPlugin(t, "a", nil)
+	a.waitRole(t, roleRegistered)
+	k.waitRegistered(t, 0)
+	g := a.generation()
+
+	lay := newLayout(testDriver, n.kubeletDir, n.pluginDir, n.regDir, "")
+	successor := make(chan *allocation, 1)
+	hook := func() {
+		err := lay.withHandoverLock(func() error {
+			s, err := lay.allocateGeneration(func(g uint64) *Lease {
+				return &Lease{Generation: g, Holder: Holder{Pod: "b"}, Phase: PhaseStarting}
+			}, 0, 0)
+			if err == nil {
+				successor <- s
+			}
+			return err
+		})
+		if err != nil {
+			t.Errorf("successor's allocation: %v", err)
+		}
+	}
+	a.node.onInfo.Store(&hook)
+	startLegacy(t, n, "1.0.0")
+
+	var b *allocation
+	select {
+	case b = <-successor:
+		defer b.alive.Close() // the successor stays alive
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder never checked NodeGetInfo for a re-registration")
+	}
+	a.waitRole(t, roleStandby)
+	time.Sleep(5 * testTimings.watchdog) // a chance to (wrongly) re-register
+	if l := n.lease(t); l.Generation != b.g || l.Holder.Pod != "b" {
+		t.Errorf("lease %+v, want the successor's generation %d", l, b.g)
+	}
+	if got := a.generation(); got != g {
+		t.Errorf("the old holder allocated generation %d after the successor's %d", got, b.g)
+	}
+	if a.role() != roleStandby {
+		t.Errorf("old holder is %s, want %s", a.role(), roleStandby)
+	}
+}
+
 // Step 7: kubelet rejects our generation because it holds a higher version;
 // the plugin jumps above the version kubelet named.
 func TestValidationFailureJumpsAboveKubeletsVersion(t *testing.T) {
