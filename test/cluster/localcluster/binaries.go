@@ -81,7 +81,7 @@ func BuildKube(ctx context.Context, kubeModule, cacheRoot string, logf func(stri
 	}
 	defer os.RemoveAll(tmp)
 
-	logf("building Kubernetes %s (%s) into %s; a cold build takes 11-12 minutes on 2 cores", KubeVersion, strings.Join(kubeCommands, ", "), dir)
+	logf("building Kubernetes %s (%s) into %s; a cold build takes 5 to 12 minutes on 2 cores, depending on what the Go cache already holds", KubeVersion, strings.Join(kubeCommands, ", "), dir)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, goTool(), "build", "-trimpath", "-ldflags", kubeLDFlags(), "-o", tmp+"/", "tool")
 	cmd.Dir = kubeModule
