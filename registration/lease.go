@@ -65,6 +65,10 @@ func (n NodeInfo) equal(o NodeInfo) bool {
 // errCorruptLease marks a lease.json that exists but cannot be used.
 var errCorruptLease = errors.New("corrupt lease")
 
+// errNotHolder: the lease no longer names the generation a change was meant
+// to be made from.
+var errNotHolder = errors.New("no longer the lease holder")
+
 // parseLease decodes and checks a lease document. Unknown fields are
 // allowed so that a newer writer does not break an older reader.
 func parseLease(b []byte) (*Lease, error) {

@@ -417,6 +417,7 @@ func (m *Manager) acquire(reason string) error {
 	// Steps 2 and 3 in one critical section: allocate G and write the lease,
 	// then take E. Holding handover.lock across the rename keeps E with the
 	// newest generation even when acquirers race.
+	//
 	// A re-registration is the holder's alone (§5 Watchdog), and a successor
 	// may have taken the lease since the caller checked: a terminating
 	// holder reacting to the successor's registrar sidecar (S8o) would

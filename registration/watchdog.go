@@ -62,8 +62,6 @@ func (m *Manager) checkEndpoints() {
 	}
 }
 
-var errNotHolder = errors.New("no longer the lease holder")
-
 // rebind binds a fresh socket, checks NodeGetInfo through it (I6) and
 // renames it onto target, under the lock and only while still the holder.
 func (m *Manager) rebind(slot **servedSocket, target string) error {

@@ -49,7 +49,8 @@ func kubeLDFlags() string {
 // BuildKube returns the Kubernetes binaries for kubeModule (the directory of
 // test/cluster/kube), building them into cacheRoot if they are not there.
 //
-// The cold build takes 11–12 minutes on two cores, so the result is cached
+// The cold build takes 5–12 minutes on two cores (less when the Go cache
+// already holds what it shares with other builds), so the result is cached
 // by content: the key hashes the module's go.mod and go.sum, the Go version,
 // the platform and the link flags. A warm run finds the directory and does
 // not even link. Concurrent runs take a file lock; the build goes to a
@@ -81,7 +82,7 @@ func BuildKube(ctx context.Context, kubeModule, cacheRoot string, logf func(stri
 	}
 	defer os.RemoveAll(tmp)
 
-	logf("building Kubernetes %s (%s) into %s; a cold build takes 5 to 12 minutes on 2 cores, depending on what the Go cache already holds", KubeVersion, strings.Join(kubeCommands, ", "), dir)
+	logf("building Kubernetes %s (%s) into %s; a cold build takes 5-12 minutes on 2 cores", KubeVersion, strings.Join(kubeCommands, ", "), dir)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, goTool(), "build", "-trimpath", "-ldflags", kubeLDFlags(), "-o", tmp+"/", "tool")
 	cmd.Dir = kubeModule
