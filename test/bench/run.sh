@@ -58,6 +58,7 @@ run_md() {
 	echo "# Benchmarks"
 	echo
 	echo "Written by \`make bench\` (\`test/bench/run.sh\`) on $(date -u '+%Y-%m-%d %H:%M UTC'), commit \`$(git rev-parse --short HEAD)\`$(git diff --quiet || echo ' (with uncommitted changes)')."
+	echo "The whole test suite's wall time and the cluster e2e's (issue 9), cold on a fresh machine and warm, are measured by \`.ci/run\` and kept in docs/e2e.md (*The whole \`make test\` on a fresh machine*), not here."
 	echo "Machine: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), $(go version | cut -d' ' -f3)."
 	echo "The machines are shared and noisy: every figure is read against a baseline measured in the same run."
 } >"$doc"
