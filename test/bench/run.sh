@@ -12,11 +12,12 @@ work=$(mktemp -d /tmp/ontap-csi-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 doc=$work/doc.md
 
-# run TITLE INTRO CMD...: runs CMD, shows its benchmark lines (and the
-# Markdown rows the benchmarks log) under TITLE with the command.
+# run TITLE INTRO HEADER CMD...: runs CMD and shows its benchmark lines under
+# TITLE with the command. Markdown rows the benchmarks log become a table
+# below them, headed by HEADER (a Markdown header row and separator).
 run() {
-	local title=$1 intro=$2
-	shift 2
+	local title=$1 intro=$2 header=$3
+	shift 3
 	echo ">> $title: $*" >&2
 	local log=$work/log
 	local start=$SECONDS
@@ -25,11 +26,16 @@ run() {
 		echo "FAIL: $title" >&2
 		exit 1
 	fi
+	local rows='^[[:space:]]+[a-z_]+_test\.go:[0-9]+: \|'
 	{
 		printf '\n## %s\n\n%s\n\n```sh\n%s\n```\n\n' "$title" "$intro" "$*"
 		echo '```'
-		grep -E '^(Benchmark|goos|goarch|cpu)|^[[:space:]]+[a-z_]+_test\.go:[0-9]+: \|' "$log" | sed -E 's/^[[:space:]]+[a-z_]+_test\.go:[0-9]+: //' || true
+		grep -E '^(Benchmark|goos|goarch|cpu)' "$log" || true
 		echo '```'
+		if [ -n "$header" ] && grep -qE "$rows" "$log"; then
+			printf '\n%s\n' "$header"
+			grep -E "$rows" "$log" | sed -E 's/^[[:space:]]+[a-z_]+_test\.go:[0-9]+: //'
+		fi
 		printf '\n(%d s)\n' $((SECONDS - start))
 	} >>"$doc"
 }
@@ -73,14 +79,16 @@ env ONTAP_CSI_BINARY="$bin" go -C test/kubelet test -count=1 -run '^TestBenchmar
 
 run "ONTAP REST client (issue 4)" \
 "Each client operation against the simulator with ONTAP's realistic latency model: *requests/op* is what the simulator counted, *wall/injected* the client's wall time divided by the latency the simulator injected (1.00 = the client adds nothing: no extra polling, no retries)." \
+"| operation | requests/op | injected ms/op | wall/injected | ops |
+|---|---|---|---|---|" \
 go test -count=1 -run '^$' -bench BenchmarkClient -benchtime 10x ./backends/ontap/
 
 run "Controller (issue 5)" \
-"CreateVolume and ControllerPublishVolume through the real binary's CSI socket (allInOne), simulator with realistic latency: *ontap-req/call* and *ratio* = wall time / latency injected by the simulator." \
+"CreateVolume and ControllerPublishVolume through the real binary's CSI socket (allInOne), simulator with realistic latency: *ontap-req/call* and *ratio* = wall time / latency injected by the simulator." "" \
 go test -count=1 ./test/sanity -run '^$' -bench . -benchtime 10x
 
 run "iSCSI attach and detach (issue 6)" \
-"One Attach and one Detach of a LUN through the iSCSI shims, where every host tool (iscsiadm, multipath, multipathd, blockdev) is a process, single-path and with multipath." \
+"One Attach and one Detach of a LUN through the iSCSI shims, where every host tool (iscsiadm, multipath, multipathd, blockdev) is a process, single-path and with multipath." "" \
 go test -count=1 ./node/iscsi -run '^$' -bench BenchmarkAttachDetach -benchtime 10x
 
 run_md "Node data path (issue 6)" \
