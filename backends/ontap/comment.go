@@ -3,7 +3,10 @@ package ontap
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // The ONTAP volume comment is where a stateless controller keeps what it
@@ -34,6 +37,10 @@ type volumeMeta struct {
 	SourceVolumeID   string // CSI ID of the volume it was cloned from
 	Pool             string
 	Backend          string
+	// Topologies are where the volume is reachable from when a requisite
+	// topology narrowed its pool's; nil means the pool's. A retried
+	// CreateVolume and ListVolumes must answer what the first create did.
+	Topologies []map[string]string
 }
 
 func (m *volumeMeta) fields() map[string]string {
@@ -41,6 +48,7 @@ func (m *volumeMeta) fields() map[string]string {
 	for k, v := range map[string]string{
 		"access": m.AccessType, "fsType": m.FSType, "sourceSnapshot": m.SourceSnapshotID,
 		"sourceVolume": m.SourceVolumeID, "pool": m.Pool, "backend": m.Backend,
+		"topology": encodeTopologies(m.Topologies),
 	} {
 		if v != "" {
 			f[k] = v
@@ -83,5 +91,44 @@ func decodeComment(comment string) (labels map[string]string, meta *volumeMeta) 
 	return labels, &volumeMeta{
 		Name: f["name"], Size: max(size, 0), AccessType: f["access"], FSType: f["fsType"],
 		SourceSnapshotID: f["sourceSnapshot"], SourceVolumeID: f["sourceVolume"], Pool: f["pool"], Backend: f["backend"],
+		Topologies: decodeTopologies(f["topology"]),
 	}
+}
+
+// encodeTopologies writes topologies compactly, as the comment's values
+// must be strings (Trident reads them as map[string]map[string]string) and
+// ONTAP caps the comment at 1023 characters: "k=v,k=v;k=v". Topology keys
+// and values are Kubernetes label keys and values, which never hold '=',
+// ',' or ';'.
+func encodeTopologies(ts []map[string]string) string {
+	segs := make([]string, 0, len(ts))
+	for _, t := range ts {
+		kv := make([]string, 0, len(t))
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			kv = append(kv, k+"="+t[k])
+		}
+		segs = append(segs, strings.Join(kv, ","))
+	}
+	return strings.Join(segs, ";")
+}
+
+// decodeTopologies reads what encodeTopologies wrote; anything malformed
+// reads as nil, so the volume falls back to its pool's topologies.
+func decodeTopologies(s string) []map[string]string {
+	if s == "" {
+		return nil
+	}
+	var ts []map[string]string
+	for _, seg := range strings.Split(s, ";") {
+		t := map[string]string{}
+		for _, kv := range strings.Split(seg, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil
+			}
+			t[k] = v
+		}
+		ts = append(ts, t)
+	}
+	return ts
 }

@@ -2,19 +2,21 @@ package ontap
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
 
 func TestCommentRoundTrip(t *testing.T) {
 	m := &volumeMeta{Name: "pvc-1", Size: 10 << 30, AccessType: "mount", FSType: "ext4", SourceSnapshotID: "pvc-0/snap",
-		Pool: "b1_pool_0", Backend: "b1"}
+		Pool: "b1_pool_0", Backend: "b1",
+		Topologies: []map[string]string{{"topology.kubernetes.io/zone": "a", "topology.kubernetes.io/region": "r1"}, {"topology.kubernetes.io/zone": "b"}}}
 	c, err := encodeComment(map[string]string{"team": "db"}, m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	labels, got := decodeComment(c)
-	if *got != *m || labels["team"] != "db" {
+	if !reflect.DeepEqual(got, m) || labels["team"] != "db" {
 		t.Errorf("round trip: %+v %v", got, labels)
 	}
 	// Trident parses comments as map[string]map[string]string.
@@ -48,6 +50,32 @@ func TestDecodeForeignComments(t *testing.T) {
 	}
 }
 
+func TestTopologyEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []map[string]string
+	}{
+		{"", nil},
+		{"zone=a", []map[string]string{{"zone": "a"}}},
+		{"zone=a,region=r;zone=b", []map[string]string{{"zone": "a", "region": "r"}, {"zone": "b"}}},
+		{"zone", nil},        // no '=': malformed, falls back to the pool's
+		{"zone=a;", nil},     // empty segment
+		{"=a", nil},          // empty key
+		{"zone=a,,b=c", nil}, // empty pair
+	} {
+		got := decodeTopologies(tc.in)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("decodeTopologies(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+		if got != nil && encodeTopologies(got) != encodeTopologies(tc.want) {
+			t.Errorf("%q does not round-trip", tc.in)
+		}
+	}
+	if got := encodeTopologies([]map[string]string{{"b": "2", "a": "1"}}); got != "a=1,b=2" {
+		t.Errorf("keys not sorted: %q", got)
+	}
+}
+
 func TestCommentTooLong(t *testing.T) {
 	if _, err := encodeComment(map[string]string{"k": strings.Repeat("v", 1000)}, &volumeMeta{Name: "pvc-1"}); err == nil {
 		t.Error("a comment over ONTAP's 1023 characters was accepted")
@@ -57,6 +85,7 @@ func TestCommentTooLong(t *testing.T) {
 func FuzzDecodeComment(f *testing.F) {
 	f.Add(`{"ontap-csi":{"name":"pvc-1","size":"1073741824","access":"mount"},"provisioning":{"a":"b"}}`)
 	f.Add(`{"provisioning":{"cluster":"prod"}}`)
+	f.Add(`{"ontap-csi":{"name":"pvc-1","topology":"topology.kubernetes.io/zone=a,x=y;topology.kubernetes.io/zone=b"}}`)
 	f.Add("")
 	f.Fuzz(func(t *testing.T, comment string) {
 		labels, meta := decodeComment(comment)
@@ -72,7 +101,7 @@ func FuzzDecodeComment(f *testing.F) {
 			return
 		}
 		_, again := decodeComment(c)
-		if again == nil || *again != *meta {
+		if again == nil || !reflect.DeepEqual(again, meta) {
 			t.Fatalf("%q: re-encoding changed the record: %+v vs %+v", comment, meta, again)
 		}
 	})

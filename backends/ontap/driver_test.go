@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -620,4 +621,63 @@ func repairs(t *testing.T, backend string) float64 {
 		}
 	}
 	return 0
+}
+
+// A volume whose requisite topology narrowed its pool's keeps the narrowed
+// set: a retried CreateVolume and ListVolumes answer from the comment what
+// the first create answered, even from a new controller.
+func TestNarrowedTopologyIsRemembered(t *testing.T) {
+	zoneA := map[string]string{"topology.kubernetes.io/zone": "a"}
+	zoneB := map[string]string{"topology.kubernetes.io/zone": "b"}
+	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+		t.Run(driver, func(t *testing.T) {
+			b, _ := simBackend(t, driver, sim.Config{}, map[string]any{
+				"supportedTopologies": []map[string]string{zoneA, zoneB},
+			})
+			access := backends.AccessMount
+			want := map[string][]map[string]string{}
+			pools, err := b.Pools(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range []struct {
+				name string
+				req  []map[string]string
+				want []map[string]string
+			}{
+				{"pvc-narrowed", []map[string]string{zoneA}, []map[string]string{zoneA}},
+				{"pvc-whole", []map[string]string{zoneA, zoneB}, []map[string]string{zoneA, zoneB}},
+				{"pvc-unconstrained", nil, []map[string]string{zoneA, zoneB}},
+			} {
+				req := &backends.CreateRequest{Name: tc.name, Pool: pools[0].Name, SizeBytes: gib, AccessType: access, Topologies: tc.req}
+				v, err := b.CreateVolume(ctxT(t), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(v.Topologies, tc.want) {
+					t.Errorf("%s: create answered %v, want %v", tc.name, v.Topologies, tc.want)
+				}
+				// The driver keeps nothing: a lookup reads ONTAP.
+				if got := lookup(t, b, tc.name).Topologies; !reflect.DeepEqual(got, tc.want) {
+					t.Errorf("%s: lookup answered %v, want %v", tc.name, got, tc.want)
+				}
+				if _, err := b.CreateVolume(ctxT(t), req); err != nil { // the retried create adopts the volume
+					t.Fatal(err)
+				}
+				want[tc.name] = tc.want
+			}
+			vols, err := b.ListVolumes(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range vols {
+				if !reflect.DeepEqual(v.Topologies, want[v.ID]) {
+					t.Errorf("%s: ListVolumes answered %v, want %v", v.ID, v.Topologies, want[v.ID])
+				}
+			}
+			if len(vols) != len(want) {
+				t.Errorf("ListVolumes: %d volumes, want %d", len(vols), len(want))
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -107,6 +108,9 @@ func (d *driver) toVolume(id string, v *Volume, meta *volumeMeta, usable int64) 
 		}
 	}
 	bv.Topologies = d.poolTopologies(bv.Pool)
+	if meta != nil && meta.Topologies != nil {
+		bv.Topologies = meta.Topologies
+	}
 	return bv
 }
 
@@ -190,6 +194,9 @@ func (d *driver) resolve(req *backends.CreateRequest) (*settings, error) {
 // meta builds the record of a new volume.
 func (d *driver) meta(req *backends.CreateRequest, s *settings) *volumeMeta {
 	m := &volumeMeta{Name: req.Name, Size: req.SizeBytes, AccessType: string(req.AccessType), Pool: req.Pool, Backend: d.Name()}
+	if req.Topologies != nil && !sameTopologies(req.Topologies, d.poolTopologies(req.Pool)) {
+		m.Topologies = req.Topologies
+	}
 	if d.protocol() == backends.ProtocolBlock {
 		m.FSType = s.FileSystemType
 		if req.AccessType == backends.AccessBlock {
@@ -439,4 +446,8 @@ func names(vols []*Volume) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func sameTopologies(a, b []map[string]string) bool {
+	return slices.EqualFunc(a, b, maps.Equal)
 }

@@ -102,11 +102,7 @@ func (n *nasDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 	if err != nil {
 		return nil, err
 	}
-	bv := n.toVolume(req.Name, v, meta, req.SizeBytes)
-	if req.Topologies != nil {
-		bv.Topologies = req.Topologies
-	}
-	return bv, nil
+	return n.toVolume(req.Name, v, meta, req.SizeBytes), nil
 }
 
 func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *settings, comment, policy string) (*Volume, error) {

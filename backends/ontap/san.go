@@ -133,11 +133,7 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 			return nil, err
 		}
 	}
-	bv := s.toVolume(req.Name, v, meta, req.SizeBytes)
-	if req.Topologies != nil {
-		bv.Topologies = req.Topologies
-	}
-	return bv, nil
+	return s.toVolume(req.Name, v, meta, req.SizeBytes), nil
 }
 
 func (s *sanDriver) createLUN(ctx context.Context, volume string, size int64, st *settings, fsType string) error {
