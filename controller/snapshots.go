@@ -37,6 +37,13 @@ func (s *Service) createSnapshot(ctx context.Context, req *csi.CreateSnapshotReq
 		return nil, pending("snapshot " + name)
 	}
 	defer unlock()
+	// The source volume too, as DeleteSnapshot, DeleteVolume and expand
+	// take it: a snapshot must not be cut while its volume goes away.
+	unlockVol, ok := s.locks.tryLock(volumeKey(volID))
+	if !ok {
+		return nil, pending(volID)
+	}
+	defer unlockVol()
 
 	// A snapshot of this name on a backend that is not loaded goes unseen
 	// here; if that backend holds the source volume, findVolume below fails.

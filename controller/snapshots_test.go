@@ -100,6 +100,28 @@ func TestSnapshots(t *testing.T) {
 	}
 }
 
+// A snapshot is not cut while another operation holds its source volume
+// (a delete, an expand, a snapshot delete): the CO retries on Aborted.
+func TestCreateSnapshotWaitsForItsVolume(t *testing.T) {
+	s, nas, _ := newService(t)
+	nas.vols["v1"] = &backends.Volume{ID: "v1", SizeBytes: gib}
+	req := &csi.CreateSnapshotRequest{Name: "s1", SourceVolumeId: "v1"}
+	unlock, ok := s.locks.tryLock(volumeKey("v1"))
+	if !ok {
+		t.Fatal("volume lock taken")
+	}
+	if _, err := s.CreateSnapshot(context.Background(), req); code(err) != codes.Aborted {
+		t.Fatalf("snapshot of a busy volume: %v, want Aborted", err)
+	}
+	if len(nas.snaps) != 0 {
+		t.Fatalf("snapshot cut while the volume was busy: %v", nas.snaps)
+	}
+	unlock()
+	if _, err := s.CreateSnapshot(context.Background(), req); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+}
+
 func TestParseSnapshotID(t *testing.T) {
 	for _, tc := range []struct {
 		id, vol, snap string
