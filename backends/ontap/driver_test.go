@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/url"
 	"reflect"
 	"slices"
@@ -165,8 +166,9 @@ func TestNASPublishReconcilesExportRules(t *testing.T) {
 		return out
 	}
 	pc := publish(node1)
-	if pc["protocol"] != "file" || pc["nfsPath"] != "/"+name || pc["nfsServerIp"] != s.Info().NFSLIFs[0] {
-		t.Errorf("publish context %v", pc)
+	// Exactly Trident's keys (no mountOptions: the backend sets none).
+	if want := map[string]string{"protocol": "file", "nfsPath": "/" + name, "nfsServerIp": s.Info().NFSLIFs[0]}; !maps.Equal(pc, want) {
+		t.Errorf("publish context %v, want %v", pc, want)
 	}
 	if got := rules(); !slices.Equal(got, []string{"10.1.1.1,10.1.1.2:any"}) {
 		t.Fatalf("rules after publish %v", got)
@@ -304,16 +306,14 @@ func TestSANPublishIgroupLifecycle(t *testing.T) {
 		"protocol": "block", "iscsiTargetIqn": info.TargetIQN, "iscsiIgroup": igs[0].Name, "iscsiInterface": "default",
 		"iscsiLunSerial": lun.Serial, "filesystemType": "ext4", "useCHAP": "false", "sharedTarget": "true",
 		"mountOptions": "discard", "iscsiTargetPortalCount": "2",
+		// The LUN lives on node 1, reported by it and its HA partner:
+		// only their LIFs are portals.
+		"p1": info.ISCSILIFs[0], "p2": info.ISCSILIFs[1],
+		"iscsiLunNumber": strconv.Itoa(lunID(t, s, lun.Path, igs[0].Name)),
 	}
-	for k, v := range want {
-		if pc1[k] != v {
-			t.Errorf("%s = %q, want %q", k, pc1[k], v)
-		}
-	}
-	// The LUN lives on node 1, reported by it and its HA partner: only
-	// their LIFs are portals.
-	if pc1["p1"] != info.ISCSILIFs[0] || pc1["p2"] != info.ISCSILIFs[1] || pc1["p3"] != "" {
-		t.Errorf("portals %s %s %s, LIFs %v", pc1["p1"], pc1["p2"], pc1["p3"], info.ISCSILIFs)
+	// Exactly Trident's keys: a node plugin of either reads them.
+	if !maps.Equal(pc1, want) {
+		t.Errorf("publish context\n got  %v\n want %v", pc1, want)
 	}
 	if pc1["iscsiLunNumber"] == pc2["iscsiLunNumber"] || pc2["filesystemType"] != "raw" {
 		t.Errorf("second LUN: %v", pc2)
@@ -418,6 +418,14 @@ func TestSANCHAP(t *testing.T) {
 	if pc["useCHAP"] != "true" || pc["iscsiUsername"] != "in" || pc["iscsiInitiatorSecret"] != "secret-in-123" ||
 		pc["iscsiTargetUsername"] != "out" || pc["iscsiTargetSecret"] != "secret-out-456" {
 		t.Errorf("CHAP keys %v", pc)
+	}
+	// Trident 20.10's keys, no more: p1..pN, the LUN and target, CHAP.
+	keys := slices.Sorted(maps.Keys(pc))
+	want := []string{"filesystemType", "iscsiIgroup", "iscsiInitiatorSecret", "iscsiInterface", "iscsiLunNumber", "iscsiLunSerial",
+		"iscsiTargetIqn", "iscsiTargetPortalCount", "iscsiTargetSecret", "iscsiTargetUsername", "iscsiUsername", "p1", "p2",
+		"protocol", "sharedTarget", "useCHAP"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("publish context keys\n got  %v\n want %v", keys, want)
 	}
 }
 
@@ -680,4 +688,16 @@ func TestNarrowedTopologyIsRemembered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lunID is the LUN ID the simulator gave the map of lun to igroup.
+func lunID(t *testing.T, s *sim.Simulator, lun, igroup string) int {
+	t.Helper()
+	for _, m := range s.LUNMaps() {
+		if m.LUNPath == lun && m.IGroup == igroup {
+			return m.LUNID
+		}
+	}
+	t.Fatalf("LUN %s is not mapped to %s: %+v", lun, igroup, s.LUNMaps())
+	return -1
 }
