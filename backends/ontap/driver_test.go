@@ -701,3 +701,40 @@ func lunID(t *testing.T, s *sim.Simulator, lun, igroup string) int {
 	t.Fatalf("LUN %s is not mapped to %s: %+v", lun, igroup, s.LUNMaps())
 	return -1
 }
+
+// splitOnClone (a StorageClass parameter or a backend default) starts the
+// clone's split at create time: the clone stops depending on its parent and
+// the parent's snapshot can go at once. A retried create must not split
+// twice (ONTAP refuses a second split of a volume that is no clone).
+func TestSplitOnClone(t *testing.T) {
+	split := true
+	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+		t.Run(driver, func(t *testing.T) {
+			b, s := simBackend(t, driver, sim.Config{}, nil)
+			ctx := ctxT(t)
+			src := create(t, b, "pvc-src", gib, backends.AccessMount)
+			snap, err := b.CreateSnapshot(ctx, src, "snapshot-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := &backends.CreateRequest{Name: "pvc-clone", SizeBytes: gib, AccessType: backends.AccessMount,
+				Source: &backends.Source{Snapshot: snap}, Options: backends.VolumeOptions{SplitOnClone: &split}}
+			if _, err := b.CreateVolume(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for simVolume(t, s, "trident_pvc_clone").CloneParent != "" {
+				if time.Now().After(deadline) {
+					t.Fatalf("clone still depends on its parent: %+v", simVolume(t, s, "trident_pvc_clone"))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if _, err := b.CreateVolume(ctx, req); err != nil {
+				t.Fatalf("retried create of a split clone: %v", err)
+			}
+			if err := b.DeleteSnapshot(ctx, snap); err != nil {
+				t.Errorf("the parent's snapshot is still held: %v", err)
+			}
+		})
+	}
+}
