@@ -9,16 +9,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -524,14 +527,37 @@ func (p *parser) topologies(key string, raw json.RawMessage) []map[string]string
 	}
 	var out []map[string]string
 	for i, it := range items {
-		m := p.stringMap(fmt.Sprintf("%s[%d]", key, i), it)
+		path := fmt.Sprintf("%s[%d]", key, i)
+		m := p.stringMap(path, it)
 		if len(m) == 0 {
-			p.fail(fmt.Sprintf("%s[%d]", key, i), "is empty")
+			p.fail(path, "is empty")
 			continue
+		}
+		// Topologies are matched against node labels, and a volume's
+		// narrowed set is stored in its comment in a form that relies on
+		// label syntax (comment.go).
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				p.fail(path, "%q is not a label key: %s", k, strings.Join(errs, "; "))
+			} else if m[k] == "" {
+				p.fail(path+"."+k, "is empty")
+			} else if errs := validation.IsValidLabelValue(m[k]); len(errs) > 0 {
+				p.fail(path+"."+k, "%q is not a label value: %s", m[k], strings.Join(errs, "; "))
+			}
 		}
 		out = append(out, m)
 	}
 	return out
+}
+
+// labels reads a backend's or pool's labels: Trident matches them against
+// StorageClass selectors, where a label needs a name.
+func (p *parser) labels(key string, raw json.RawMessage) map[string]string {
+	m := p.stringMap(key, raw)
+	if _, ok := m[""]; ok {
+		p.fail(key, "has a label with an empty name")
+	}
+	return m
 }
 
 // storagePrefixRE: ONTAP volume names take letters, digits and "_"; Trident
@@ -579,7 +605,7 @@ func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
 	cfg.DataLIF = strings.TrimSpace(p.str("dataLIF", top["dataLIF"]))
 	if cfg.DataLIF != "" {
 		host := strings.TrimSuffix(strings.TrimPrefix(cfg.DataLIF, "["), "]")
-		if net.ParseIP(host) == nil && !validHostname(host) {
+		if net.ParseIP(host) == nil && (!validHostname(host) || dottedNumbersRE.MatchString(host)) {
 			p.fail("dataLIF", "%q is neither an IP address nor a host name", cfg.DataLIF)
 		} else if san {
 			p.warn("dataLIF is ignored by ontap-san: all iSCSI LIFs of the SVM are used")
@@ -588,6 +614,8 @@ func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
 	cfg.SVM = strings.TrimSpace(p.str("svm", top["svm"]))
 	if cfg.SVM == "" {
 		p.fail("svm", "is required")
+	} else if !ontapNameRE.MatchString(cfg.SVM) {
+		p.fail("svm", "%q is not an SVM name (1-256 characters, no spaces, commas, quotes or slashes)", cfg.SVM)
 	}
 	cfg.BackendName = p.str("backendName", top["backendName"])
 	if cfg.BackendName == "" && cfg.StorageDriverName != "" {
@@ -684,7 +712,7 @@ func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
 	p.protocolTypes("", top)
 
 	// Topology, labels and defaults.
-	cfg.Labels = p.stringMap("labels", top["labels"])
+	cfg.Labels = p.labels("labels", top["labels"])
 	cfg.Region = p.str("region", top["region"])
 	cfg.Zone = p.str("zone", top["zone"])
 	cfg.SupportedTopologies = p.topologies("supportedTopologies", top["supportedTopologies"])
@@ -704,7 +732,7 @@ func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
 			pm := p.object(path, praw, poolKeys)
 			pool := VirtualPool{
 				Name:                fmt.Sprintf("%s_pool_%d", cfg.BackendName, i),
-				Labels:              mergeLabels(cfg.Labels, p.stringMap(path+".labels", pm["labels"])),
+				Labels:              mergeLabels(cfg.Labels, p.labels(path+".labels", pm["labels"])),
 				Region:              firstNonEmpty(p.str(path+".region", pm["region"]), cfg.Region),
 				Zone:                firstNonEmpty(p.str(path+".zone", pm["zone"]), cfg.Zone),
 				SupportedTopologies: p.topologies(path+".supportedTopologies", pm["supportedTopologies"]),
@@ -927,7 +955,12 @@ func (p *parser) rawDefaults(path string, raw json.RawMessage, inherit map[strin
 
 var (
 	exportPolicyNameRE = regexp.MustCompile(`^[^\s,]{1,256}$`)
-	symbolicPermsRE    = regexp.MustCompile(`^(?:[-rwxsStT]{3})?[-r][-w][-xsS][-r][-w][-xsS][-r][-w][-xtT]$`)
+	// ontapNameRE catches what cannot be an SVM, snapshot policy or QoS
+	// policy group name; ONTAP itself decides whether the object exists.
+	ontapNameRE = regexp.MustCompile(`^[^\s,"'/]{1,256}$`)
+	// dottedNumbersRE: "256.1.1.1" is a mistyped address, not a host name.
+	dottedNumbersRE = regexp.MustCompile(`^[0-9.]+$`)
+	symbolicPermsRE = regexp.MustCompile(`^(?:[-rwxsStT]{3})?[-r][-w][-xsS][-r][-w][-xsS][-r][-w][-xtT]$`)
 )
 
 func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
@@ -973,7 +1006,10 @@ func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
 	}
 	d.SpaceReserve = oneOf("spaceReserve", DefaultSpaceReserve, "none", "volume")
 	d.SpaceAllocation = boolean("spaceAllocation", true)
-	d.SnapshotPolicy, _ = get("snapshotPolicy", DefaultSnapshotPolicy)
+	var snapPolicyPath string
+	if d.SnapshotPolicy, snapPolicyPath = get("snapshotPolicy", DefaultSnapshotPolicy); !ontapNameRE.MatchString(d.SnapshotPolicy) {
+		p.fail(snapPolicyPath, "%q is not a snapshot policy name (1-256 characters, no spaces, commas, quotes or slashes)", d.SnapshotPolicy)
+	}
 	if v, path := get("snapshotReserve", ""); v != "" {
 		n, err := strconv.Atoi(strings.TrimSuffix(v, "%"))
 		switch {
@@ -1017,7 +1053,11 @@ func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
 			p.fail(path, "%q is not one of none, auto, snapshot-only, all, backup", v)
 		}
 	}
-	d.QoSPolicy, _ = get("qosPolicy", "")
+	if v, path := get("qosPolicy", ""); v != "" && !ontapNameRE.MatchString(v) {
+		p.fail(path, "%q is not a QoS policy group name (1-256 characters, no spaces, commas, quotes or slashes)", v)
+	} else {
+		d.QoSPolicy = v
+	}
 	var formatPath string
 	if d.FormatOptions, formatPath = get("formatOptions", ""); d.FormatOptions != "" {
 		p.warn("%s is accepted for Trident compatibility but has no effect: file systems are made with mkfs's defaults", formatPath)
