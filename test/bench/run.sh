@@ -13,8 +13,9 @@ trap 'rm -rf "$work"' EXIT
 doc=$work/doc.md
 
 # run TITLE INTRO HEADER CMD...: runs CMD and shows its benchmark lines under
-# TITLE with the command. Markdown rows the benchmarks log become a table
-# below them, headed by HEADER (a Markdown header row and separator).
+# TITLE with the command. Markdown rows the benchmarks log (b.Logf) or print
+# become a table below them, headed by HEADER (a Markdown header row and
+# separator) unless the rows bring their own.
 run() {
 	local title=$1 intro=$2 header=$3
 	shift 3
@@ -26,14 +27,15 @@ run() {
 		echo "FAIL: $title" >&2
 		exit 1
 	fi
-	local rows='^[[:space:]]+[a-z_]+_test\.go:[0-9]+: \|'
+	local rows='^([[:space:]]+[a-z_]+_test\.go:[0-9]+: )?\|'
 	{
 		printf '\n## %s\n\n%s\n\n```sh\n%s\n```\n\n' "$title" "$intro" "$*"
 		echo '```'
 		grep -E '^(Benchmark|goos|goarch|cpu)' "$log" || true
 		echo '```'
-		if [ -n "$header" ] && grep -qE "$rows" "$log"; then
-			printf '\n%s\n' "$header"
+		if grep -qE "$rows" "$log"; then
+			echo
+			[ -z "$header" ] || echo "$header"
 			grep -E "$rows" "$log" | sed -E 's/^[[:space:]]+[a-z_]+_test\.go:[0-9]+: //'
 		fi
 		printf '\n(%d s)\n' $((SECONDS - start))
@@ -84,7 +86,7 @@ run "ONTAP REST client (issue 4)" \
 go test -count=1 -run '^$' -bench BenchmarkClient -benchtime 10x ./backends/ontap/
 
 run "Controller (issue 5)" \
-"CreateVolume and ControllerPublishVolume through the real binary's CSI socket (allInOne), simulator with realistic latency: *ontap-req/call* and *ratio* = wall time / latency injected by the simulator." "" \
+"CreateVolume and ControllerPublishVolume over a CSI unix socket to the Identity and Controller services of the allInOne role, assembled in the test process as cmd/ontap-csi assembles them (test/sanity/inprocess.go), on the simulator with realistic latency: *ontap-req/call* is what the simulator counted, *ratio* the wall time divided by the latency the simulator injected." "" \
 go test -count=1 ./test/sanity -run '^$' -bench . -benchtime 10x
 
 run "iSCSI attach and detach (issue 6)" \
