@@ -17,8 +17,10 @@ import (
 )
 
 // These tests pin down how the client reads odd but legal responses and how
-// it retries, against tiny httptest servers. Whole flows run against the
-// simulator (sim_test.go).
+// it retries, against tiny httptest servers: a job that stays running for
+// exactly N polls, a next link to another host, a request counter at the
+// concurrency cap. Whole flows, and each fault kind, run against the
+// simulator (sim_test.go, fault_test.go).
 
 type sleepRecorder struct {
 	mu     sync.Mutex

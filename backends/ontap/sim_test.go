@@ -2,8 +2,10 @@ package ontap
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -430,5 +432,70 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	check(t, c.DeleteLUN(ctx, lun.UUID, false))
 	if len(s.LUNs()) != 0 || len(s.IGroups()) != 0 || len(s.LUNMaps()) != 0 {
 		t.Errorf("left: %+v %+v %+v", s.LUNs(), s.IGroups(), s.LUNMaps())
+	}
+}
+
+// TestSimFaultsEachKind runs one volume create into each fault the
+// simulator injects, once, and checks how the client came out of it: a
+// transient fault is retried (429 after its Retry-After) and leaves exactly
+// one volume; a failed job is classified from its code, keeps ONTAP's
+// message and leaves nothing. client_test.go pins the same behaviour down
+// on hand-made responses; this is the same against ONTAP's semantics.
+func TestSimFaultsEachKind(t *testing.T) {
+	const name = "trident_pvc_f"
+	for _, tc := range []struct {
+		rule      sim.FaultRule
+		wantClass Class // ClassUnknown: the create succeeds
+		wantSleep time.Duration
+	}{
+		{rule: sim.FaultRule{Kind: sim.FaultThrottle, RetryAfter: 2}, wantSleep: 2 * time.Second},
+		{rule: sim.FaultRule{Kind: sim.FaultUnavailable}},
+		{rule: sim.FaultRule{Kind: sim.FaultLocked}},
+		{rule: sim.FaultRule{Kind: sim.FaultDrop}},
+		{rule: sim.FaultRule{Kind: sim.FaultDropAfterCommit}},
+		{rule: sim.FaultRule{Kind: sim.FaultJob, Code: 524486}, wantClass: ClassInUse},
+		{rule: sim.FaultRule{Kind: sim.FaultJob, Code: 917508}, wantClass: ClassNotFound},
+	} {
+		t.Run(string(tc.rule.Kind)+"-"+strconv.Itoa(tc.rule.Code), func(t *testing.T) {
+			s, c := startSim(t, sim.Config{}, nil)
+			rec := &sleepRecorder{}
+			c.sleep = rec.sleep
+			aggr := s.Info().Aggregates[0]
+			if _, err := c.SVM(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			rule := tc.rule
+			rule.Method, rule.Path, rule.Rate, rule.Limit = "POST", "/storage/volumes", 1, 1
+			s.SetFaults([]sim.FaultRule{rule})
+			err := c.CreateVolume(context.Background(), VolumeCreate{Name: name, Aggregate: aggr, Size: 1 << 30, JunctionPath: "/" + name})
+			if st := s.Stats(); st.Faults != 1 {
+				t.Fatalf("%d faults injected, want 1", st.Faults)
+			}
+			var vols []string
+			for _, v := range s.Volumes() {
+				if !v.IsSVMRoot {
+					vols = append(vols, v.Name)
+				}
+			}
+			if tc.wantClass == ClassUnknown {
+				if err != nil {
+					t.Fatalf("create through a transient fault: %v", err)
+				}
+				if !slices.Equal(vols, []string{name}) {
+					t.Errorf("volumes %v, want exactly %s", vols, name)
+				}
+			} else {
+				var e *Error
+				if ClassOf(err) != tc.wantClass || !errors.As(err, &e) || e.Message == "" || e.Code != strconv.Itoa(tc.rule.Code) {
+					t.Fatalf("failed job: %v (class %s), want class %s with ONTAP's code and message", err, ClassOf(err), tc.wantClass)
+				}
+				if len(vols) != 0 {
+					t.Errorf("a failed create left %v", vols)
+				}
+			}
+			if tc.wantSleep > 0 && !slices.Contains(rec.all(), tc.wantSleep) {
+				t.Errorf("waits %v: Retry-After %v not honoured", rec.all(), tc.wantSleep)
+			}
+		})
 	}
 }
