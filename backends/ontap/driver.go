@@ -243,6 +243,34 @@ func (d *driver) aggregateFor(ctx context.Context, pool string) (string, error) 
 	return best, nil
 }
 
+// checkAggregateLimit refuses to put grow more bytes on aggr when that
+// would take the aggregate's usage above limitAggregateUsage, as Trident
+// does: a thick volume counts its whole size, a thin one only what the
+// aggregate already holds. ErrExhausted lets the controller try the next
+// pool.
+func (d *driver) checkAggregateLimit(ctx context.Context, aggr, spaceReserve string, grow int64) error {
+	limit := d.cfg.LimitAggregateUsage
+	if limit <= 0 {
+		return nil
+	}
+	a, err := d.client.Aggregate(ctx, aggr)
+	if err != nil {
+		return d.failure(err, "reading aggregate %s", aggr)
+	}
+	if a.Size <= 0 {
+		return nil
+	}
+	used := a.Used
+	if spaceReserve == "volume" {
+		used += max(grow, 0)
+	}
+	if pct := float64(used) * 100 / float64(a.Size); pct > limit {
+		return backends.Errorf(backends.ErrExhausted, "aggregate %s would be %.1f%% used, above the backend's limitAggregateUsage of %g%%",
+			aggr, pct, limit)
+	}
+	return nil
+}
+
 // Capacity is the free space of the pool's aggregate (for a virtual pool
 // without a configured aggregate, the SVM's largest), capped by
 // limitAggregateUsage when it is set.

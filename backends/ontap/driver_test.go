@@ -738,3 +738,48 @@ func TestSplitOnClone(t *testing.T) {
 		})
 	}
 }
+
+// limitAggregateUsage refuses, as Trident does, a create or an expansion
+// that would take the aggregate above the limit: a thick volume counts its
+// whole size, a thin one only the space the aggregate already holds. The
+// controller reads ErrExhausted as "try the next pool".
+func TestLimitAggregateUsage(t *testing.T) {
+	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+		t.Run(driver, func(t *testing.T) {
+			b, _ := simBackend(t, driver, sim.Config{AggregateSize: 100 * gib}, map[string]any{
+				"limitAggregateUsage": "50%", "defaults": map[string]any{"snapshotReserve": "0"},
+			})
+			ctx := ctxT(t)
+			pools, err := b.Pools(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mk := func(name string, size int64, reserve string) error {
+				_, err := b.CreateVolume(ctx, &backends.CreateRequest{Name: name, Pool: pools[0].Name, SizeBytes: size,
+					AccessType: backends.AccessMount, Options: backends.VolumeOptions{SpaceReserve: reserve}})
+				return err
+			}
+			if err := mk("pvc-thick-1", 30*gib, "volume"); err != nil {
+				t.Fatalf("thick volume within the limit: %v", err)
+			}
+			if err := mk("pvc-thick-2", 30*gib, "volume"); !errors.Is(err, backends.ErrExhausted) || !strings.Contains(err.Error(), "limitAggregateUsage of 50%") {
+				t.Fatalf("thick volume over the limit: %v, want ErrExhausted naming the limit", err)
+			}
+			if err := mk("pvc-thick-1", 30*gib, "volume"); err != nil {
+				t.Fatalf("a retried create of a volume that exists is not refused: %v", err)
+			}
+			if err := mk("pvc-thin", 30*gib, "none"); err != nil {
+				t.Fatalf("thin volume: only the used space counts: %v", err)
+			}
+			if _, err := b.ExpandVolume(ctx, lookup(t, b, "pvc-thick-1"), 60*gib); !errors.Is(err, backends.ErrExhausted) {
+				t.Errorf("thick expansion over the limit: %v, want ErrExhausted", err)
+			}
+			if _, err := b.ExpandVolume(ctx, lookup(t, b, "pvc-thick-1"), 35*gib); err != nil {
+				t.Errorf("thick expansion within the limit: %v", err)
+			}
+			if _, err := b.ExpandVolume(ctx, lookup(t, b, "pvc-thin"), 90*gib); err != nil {
+				t.Errorf("thin expansion: %v", err)
+			}
+		})
+	}
+}

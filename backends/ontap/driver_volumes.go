@@ -257,6 +257,13 @@ func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest,
 		return nil, err
 	}
 	c.Aggregate = aggr
+	if err := d.checkAggregateLimit(ctx, aggr, c.SpaceReserve, c.Size); err != nil {
+		// The retry of a create whose volume exists already counts it in
+		// the aggregate's usage: let it go on to adopt the volume.
+		if _, gerr := d.client.GetVolume(ctx, c.Name); gerr != nil {
+			return nil, err
+		}
+	}
 	err = d.client.CreateVolume(ctx, c)
 	switch {
 	case err == nil:
@@ -450,4 +457,12 @@ func names(vols []*Volume) []string {
 
 func sameTopologies(a, b []map[string]string) bool {
 	return slices.EqualFunc(a, b, maps.Equal)
+}
+
+// checkGrowth applies limitAggregateUsage to growing v to size bytes.
+func (d *driver) checkGrowth(ctx context.Context, v *Volume, size int64) error {
+	if len(v.Aggregates) == 0 {
+		return nil
+	}
+	return d.checkAggregateLimit(ctx, v.Aggregates[0], v.SpaceReserve, size-v.Size)
 }

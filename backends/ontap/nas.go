@@ -191,6 +191,9 @@ func (n *nasDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 	}
 	m := VolumeModify{Comment: &comment}
 	if want := flexVolSize(size, h.vol.SnapshotReservePercent, 1); want > h.vol.Size {
+		if err := n.checkGrowth(ctx, h.vol, want); err != nil {
+			return nil, err
+		}
 		m.Size = &want
 	}
 	if err := n.client.ModifyVolume(ctx, h.vol.UUID, m); err != nil {

@@ -195,6 +195,9 @@ func (s *sanDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 	}
 	m := VolumeModify{Comment: &comment}
 	if want := flexVolSize(size, h.vol.SnapshotReservePercent, lunHeadroom); want > h.vol.Size {
+		if err := s.checkGrowth(ctx, h.vol, want); err != nil {
+			return nil, err
+		}
 		m.Size = &want
 	}
 	if err := s.client.ModifyVolume(ctx, h.vol.UUID, m); err != nil {
