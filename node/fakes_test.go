@@ -17,9 +17,11 @@ import (
 // fakeHost stands in for the host's tools in unit tests. It keeps a mount
 // table of its own, written in mountinfo format to the file the service's
 // mounter reads, so that the service sees the effect of its mount calls
-// without anything being mounted.
+// without anything being mounted. As with the real tools, which run
+// chrooted into the host root, a mount made at P is listed at root+P.
 type fakeHost struct {
 	mu        sync.Mutex
+	root      string // the service's HostRoot
 	mountinfo string
 	mounts    []fakeMount
 	fs        map[string]string // device -> file system blkid reports
@@ -140,7 +142,7 @@ func (h *fakeHost) write() {
 		if fsType == "" {
 			fsType = "none"
 		}
-		fmt.Fprintf(&b, "%d 1 0:%d / %s %s,relatime - %s %s rw\n", i+10, m.minor, m.target, opt, fsType, m.source)
+		fmt.Fprintf(&b, "%d 1 0:%d / %s %s,relatime - %s %s rw\n", i+10, m.minor, filepath.Join("/", h.root, m.target), opt, fsType, m.source)
 	}
 	if err := os.WriteFile(h.mountinfo, []byte(b.String()), 0o600); err != nil {
 		panic(err)
@@ -262,6 +264,14 @@ func newTestService(t *testing.T) *testService {
 			t.Fatal(err)
 		}
 	}
+	// The host root shows this test's tree where the host has it, as /host
+	// shows the host's / in the DaemonSet.
+	if err := os.MkdirAll(filepath.Join(cfg.HostRoot, filepath.Dir(root)), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(root, filepath.Join(cfg.HostRoot, root)); err != nil {
+		t.Fatal(err)
+	}
 	if err := cfg.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +280,7 @@ func newTestService(t *testing.T) *testService {
 		t.Fatal(err)
 	}
 	s.mounter.mountInfo = host.mountinfo
+	host.root = cfg.HostRoot
 	return &testService{Service: s, host: host, ini: ini, kubelet: cfg.KubeletDir, root: root}
 }
 

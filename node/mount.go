@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,6 +29,21 @@ import (
 type mounter struct {
 	exec      hostexec.Executor
 	mountInfo string // /proc/self/mountinfo
+	// hostRoot is where the host tools run chrooted (--host-root; "" =
+	// here). A mount they make at P lands in this process's mount table at
+	// hostRoot+P, and shows at P as well only where the kubelet dir reaches
+	// the container with mount propagation. Trident 20.10's DaemonSet
+	// mounts <kubelet-dir>/plugins without it (trident-compat.md §2.1), so
+	// there a staging mount is seen under the host root only.
+	hostRoot string
+}
+
+// seen is where this process sees what the host tools see at path.
+func (m *mounter) seen(path string) string {
+	if m.hostRoot == "" || m.hostRoot == "/" {
+		return path
+	}
+	return filepath.Join(m.hostRoot, path)
 }
 
 // mount runs mount [-t fstype] [-o opts] source target. Every piece is its
@@ -63,16 +79,17 @@ func (m *mounter) remountReadOnly(ctx context.Context, target string) error {
 	return m.mount(ctx, "", target, "", []string{"remount", "bind", "ro"})
 }
 
-// mountsAt returns the mount table entries whose mount point is path,
-// bottom first (several when mounts are stacked).
+// mountsAt returns the mount table entries whose mount point is path as the
+// host tools see it, bottom first (several when mounts are stacked).
 func (m *mounter) mountsAt(path string) ([]mount.MountInfo, error) {
 	infos, err := mount.ParseMountInfo(m.mountInfo)
 	if err != nil {
 		return nil, fmt.Errorf("read mount table: %w", err)
 	}
+	at := m.seen(path)
 	var out []mount.MountInfo
 	for _, mi := range infos {
-		if mi.MountPoint == path {
+		if mi.MountPoint == at {
 			out = append(out, mi)
 		}
 	}
@@ -133,7 +150,7 @@ func (m *mounter) unmount(ctx context.Context, path string) error {
 			return err
 		}
 		// A timed-out umount means a hung server; stat would hang too.
-		if !isTimeout(err) && !corrupted(ctx, path) {
+		if !isTimeout(err) && !m.corrupted(ctx, path) {
 			if still, _ := m.isMountPoint(path); !still {
 				return nil // raced with another unmount
 			}
@@ -162,11 +179,11 @@ const hungTimeout = 5 * time.Second
 // mounted there is gone or does not answer. The stat runs aside: a hung one
 // stays blocked in the kernel until the mount is forced away, the caller
 // does not.
-func corrupted(ctx context.Context, path string) bool {
+func (m *mounter) corrupted(ctx context.Context, path string) bool {
 	ctx, cancel := context.WithTimeout(ctx, hungTimeout)
 	defer cancel()
 	err := statWithContext(ctx, func() error {
-		_, err := os.Stat(path)
+		_, err := os.Stat(m.seen(path))
 		return err
 	})
 	return mount.IsCorruptedMnt(err) || errors.Is(err, context.DeadlineExceeded)

@@ -177,7 +177,7 @@ func (s *Service) alreadyPublished(ctx context.Context, info *tracking.Info, r *
 	if err != nil || len(mis) == 0 {
 		return false, err
 	}
-	if corrupted(ctx, r.target.real) {
+	if s.mounter.corrupted(ctx, r.target.real) {
 		logrus.WithContext(ctx).WithField("target", r.target.given).Warn("target is a corrupted mount; remounting")
 		return false, s.mounter.unmount(ctx, r.target.real)
 	}

@@ -74,7 +74,7 @@ func (s *Service) ensureStagingMount(ctx context.Context, volumeID string, info 
 	if err != nil {
 		return internal("%v", err)
 	}
-	if mounted && !corrupted(ctx, staging) {
+	if mounted && !s.mounter.corrupted(ctx, staging) {
 		return nil
 	}
 	if mounted {

@@ -224,7 +224,7 @@ func (s *Service) stagingMounted(ctx context.Context, r *stageRequest) (bool, er
 	if err != nil || len(mis) == 0 {
 		return false, err
 	}
-	if corrupted(ctx, r.staging.real) {
+	if s.mounter.corrupted(ctx, r.staging.real) {
 		return false, s.mounter.unmount(ctx, r.staging.real)
 	}
 	if got := mis[len(mis)-1].FsType; got != r.fsType {

@@ -52,8 +52,10 @@ func (s *Service) stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest)
 		return nil, err
 	}
 
+	// Where the mount shows in this process (see mounter.seen).
+	at := s.mounter.seen(real)
 	var st unix.Stat_t
-	err = statWithContext(ctx, func() error { return unix.Stat(real, &st) })
+	err = statWithContext(ctx, func() error { return unix.Stat(at, &st) })
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil, notFound("volume path %s does not exist", req.GetVolumePath())
@@ -65,7 +67,7 @@ func (s *Service) stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest)
 	cond := s.condition(ctx, info, real)
 
 	if st.Mode&unix.S_IFMT == unix.S_IFBLK {
-		size, err := blockDeviceSize(real)
+		size, err := blockDeviceSize(at)
 		if err != nil {
 			return nil, internal("%v", err)
 		}
@@ -75,7 +77,7 @@ func (s *Service) stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest)
 		}, nil
 	}
 	var fs unix.Statfs_t
-	if err := statWithContext(ctx, func() error { return unix.Statfs(real, &fs) }); err != nil {
+	if err := statWithContext(ctx, func() error { return unix.Statfs(at, &fs) }); err != nil {
 		if mount.IsCorruptedMnt(err) || errors.Is(err, context.DeadlineExceeded) {
 			return abnormal("the file system at %s is not accessible (%v)", req.GetVolumePath(), err), nil
 		}
