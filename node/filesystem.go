@@ -52,8 +52,9 @@ const emptyCheckBytes = 1 << 20
 // Every signature blkid knows sits in them (superblocks, MBR/GPT and the
 // backup GPT at the end, LVM labels, ZFS labels at both ends), so a device
 // with data blkid does not recognise, or a signature it missed, is still not
-// formatted. A fresh ONTAP LUN reads as zeros. The price: a device whose mkfs
-// was interrupted is refused too, and needs an operator's wipefs.
+// formatted. A fresh ONTAP LUN reads as zeros. A device whose mkfs was
+// interrupted would be refused too; the stage's record lets it be formatted
+// again instead (ensureFilesystem's resume).
 func provablyEmpty(dev string) (bool, error) {
 	f, err := os.Open(dev)
 	if err != nil {
@@ -90,34 +91,46 @@ func provablyEmpty(dev string) (bool, error) {
 }
 
 // ensureFilesystem makes sure dev carries fsType: it is used as it is when it
-// does, formatted when it is provably empty, and refused otherwise.
-func (s *Service) ensureFilesystem(ctx context.Context, dev, fsType string) error {
+// does, formatted when it is provably empty, and refused otherwise. With
+// resume, the stage's record says that this node began formatting this LUN
+// (provably empty then) and did not finish: whatever is on it is what that
+// mkfs left, and it is formatted again. beforeFormat records the format
+// before mkfs starts.
+func (s *Service) ensureFilesystem(ctx context.Context, dev, fsType string, resume bool, beforeFormat func() error) error {
 	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"device": dev, "fsType": fsType})
-	existing, pt, err := s.probe(ctx, dev)
-	if err != nil {
-		return internal("%v", err)
-	}
-	switch {
-	case existing == fsType:
-		return s.repair(ctx, dev, fsType)
-	case existing != "":
-		return failedPrecondition("device %s is already formatted with %s, not %s; refusing to reformat it", dev, existing, fsType)
-	case pt != "":
-		return failedPrecondition("device %s has a %s partition table; refusing to format it", dev, pt)
-	}
-	empty, err := provablyEmpty(dev)
-	if err != nil {
-		return internal("read device %s: %v", dev, err)
-	}
-	if !empty {
-		return failedPrecondition("device %s has no file system blkid recognises but is not empty (non-zero data in its first or last MiB); refusing to format it", dev)
+	if resume {
+		log.Warn("a format of this LUN by this node was interrupted; formatting it again")
+	} else {
+		existing, pt, err := s.probe(ctx, dev)
+		if err != nil {
+			return internal("%v", err)
+		}
+		switch {
+		case existing == fsType:
+			return s.repair(ctx, dev, fsType)
+		case existing != "":
+			return failedPrecondition("device %s is already formatted with %s, not %s; refusing to reformat it", dev, existing, fsType)
+		case pt != "":
+			return failedPrecondition("device %s has a %s partition table; refusing to format it", dev, pt)
+		}
+		empty, err := provablyEmpty(dev)
+		if err != nil {
+			return internal("read device %s: %v", dev, err)
+		}
+		if !empty {
+			return failedPrecondition("device %s has no file system blkid recognises but is not empty (non-zero data in its first or last MiB); refusing to format it", dev)
+		}
+		log.Info("formatting empty device")
 	}
 	release, err := s.formats.acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	log.Info("formatting empty device")
+	if err := beforeFormat(); err != nil {
+		return err
+	}
+	crashpoint("NodeStageVolume/formatting")
 	var args []string
 	switch fsType {
 	case fsXFS:

@@ -106,6 +106,47 @@ func TestStageNeverFormatsADeviceThatIsNotProvablyEmpty(t *testing.T) {
 	}
 }
 
+// A stage that died in mkfs left its record saying so: the retry formats
+// the LUN again, although the interrupted mkfs left data that makes it look
+// used. The record must name this LUN; any other leaves the rule intact.
+func TestStageResumesAnInterruptedFormat(t *testing.T) {
+	for _, tc := range []struct {
+		name, marker string
+		want         codes.Code
+	}{
+		{"this LUN's format", "serial-pvc-1", codes.OK},
+		{"another LUN's format", "serial-other", codes.FailedPrecondition},
+		{"no format recorded", "", codes.FailedPrecondition},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := newTestService(t)
+			dev, _ := ts.ini.Attach(context.Background(), iscsiTarget(&tracking.PublishInfo{IscsiLunSerial: "serial-pvc-1"}))
+			writeAt(t, dev.Path, 1024, "half a superblock") // what mkfs left when it was killed
+			staging := ts.staging(t, "pvc-1")
+			pc := with(iscsiContext, "iscsiLunSerial", "serial-pvc-1")
+			rec := &tracking.Info{PublishInfo: tracking.PublishInfo{IscsiLunSerial: "serial-pvc-1", DevicePath: dev.Path},
+				StagingTargetPath: staging, FormattingSerial: tc.marker}
+			if err := ts.state.Write("pvc-1", rec); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ts.NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
+				VolumeId: "pvc-1", StagingTargetPath: staging, VolumeCapability: mountCapability("ext4", snw), PublishContext: pc,
+			})
+			wantCode(t, err, tc.want)
+			if formatted := ts.host.count("mkfs.ext4") == 1; formatted != (tc.want == codes.OK) {
+				t.Fatalf("mkfs ran %d times", ts.host.count("mkfs.ext4"))
+			}
+			info, err := ts.state.Read("pvc-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == codes.OK && (info.FormattingSerial != "" || ts.host.mountedAt(staging) == nil) {
+				t.Fatalf("after the stage: record %+v, mounted %v", info, ts.host.mountedAt(staging))
+			}
+		})
+	}
+}
+
 func writeAt(t *testing.T, path string, off int64, data string) {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {

@@ -150,6 +150,7 @@ func (s *Service) stageISCSI(ctx context.Context, r *stageRequest) error {
 			return alreadyExists("volume %s is staged with file system type %s, asked %s", r.volumeID, prev.FilesystemType, r.fsType)
 		}
 		rec.PublishedPaths = prev.PublishedPaths
+		rec.FormattingSerial = prev.FormattingSerial
 		// A repeated stage of a staged volume: nothing to do, not even a
 		// slot under the iSCSI cap. A record without a device is from a
 		// stage that did not finish; it goes the whole way again.
@@ -188,7 +189,13 @@ func (s *Service) stageISCSI(ctx context.Context, r *stageRequest) error {
 		return err
 	}
 	if !mounted {
-		if err := s.ensureFilesystem(ctx, dev.Path, r.fsType); err != nil {
+		// Only a format of this very LUN, started by this node's record,
+		// may be resumed; Attach has checked the device's serial.
+		resume := rec.FormattingSerial != "" && rec.FormattingSerial == rec.IscsiLunSerial
+		if err := s.ensureFilesystem(ctx, dev.Path, r.fsType, resume, func() error {
+			rec.FormattingSerial = rec.IscsiLunSerial
+			return s.writeState(r.volumeID, rec)
+		}); err != nil {
 			return err
 		}
 		crashpoint("NodeStageVolume/formatted")
@@ -201,6 +208,7 @@ func (s *Service) stageISCSI(ctx context.Context, r *stageRequest) error {
 		}
 		crashpoint("NodeStageVolume/mounted")
 	}
+	rec.FormattingSerial = ""
 	return s.writeState(r.volumeID, rec)
 }
 

@@ -117,6 +117,12 @@ type Info struct {
 	// is recorded before its mount is made and dropped after it is gone, so
 	// a crash between the two leaves a record the next call reconciles.
 	PublishedPaths map[string]struct{} `json:"publishedTargetPaths"`
+	// FormattingSerial is the LUN's serial while a stage formats it. The
+	// device was provably empty when that mkfs started, so a stage retried
+	// after a crash in the middle of it may format again, although what the
+	// interrupted mkfs left now makes the device look used. Trident ignores
+	// the key.
+	FormattingSerial string `json:"ontapCsiFormatting,omitempty"`
 
 	// Legacy is set when the state was read from Trident's pre-23.01 layout;
 	// the next Write upgrades it and Delete removes the legacy file too.

@@ -39,6 +39,11 @@ func TestCrashDuringISCSIStageAndUnstage(t *testing.T) {
 				t.Fatal("the call survived its crash point")
 			}
 			p.WaitKilled(t)
+			if step == "NodeStageVolume/formatting" {
+				// What an mkfs killed half way leaves: data, and no
+				// file system blkid knows yet.
+				scribble(t, readTracking(t, r.TrackingFile(vol.id)))
+			}
 
 			p = r.startPlugin(pluginOptions{})
 			if _, err := p.Node.NodeStageVolume(ctxT(t), stage); err != nil {
@@ -87,6 +92,24 @@ func TestCrashDuringISCSIStageAndUnstage(t *testing.T) {
 			r.assertClean(vol.id)
 			p.Stop()
 		})
+	}
+}
+
+// scribble writes into the first MiB of the device the tracking record
+// names, where mkfs writes first.
+func scribble(t *testing.T, rec map[string]any) {
+	t.Helper()
+	dev, _ := rec["devicePath"].(string)
+	if dev == "" || rec["ontapCsiFormatting"] == nil {
+		t.Fatalf("the record of a stage killed in its format names no device or no format: %v", rec)
+	}
+	f, err := os.OpenFile(dev, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte(strings.Repeat("mkfs was here ", 300)), 8192); err != nil {
+		t.Fatal(err)
 	}
 }
 
