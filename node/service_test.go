@@ -17,6 +17,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
 	"github.com/ontap-csi/ontap-csi/node/tracking"
+	"github.com/ontap-csi/ontap-csi/server/volumelock"
 )
 
 func mountCapability(fs string, mode csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {
@@ -528,5 +529,58 @@ func TestIsKubeletPathOf(t *testing.T) {
 		if got := ts.isKubeletPathOf("pvc-1", p); got != want {
 			t.Errorf("isKubeletPathOf(%s) = %v", p, got)
 		}
+	}
+}
+
+// Every call that changes a volume on the node takes its cross-process lock
+// (I8): while another process (here, a second locker on the same files)
+// holds it, each call ends Aborted at its deadline and runs no host tool.
+func TestEveryVolumeCallTakesTheVolumeLock(t *testing.T) {
+	ts := newTestService(t)
+	other, err := volumelock.New(ts.cfg.LockDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := other.Lock(context.Background(), "pvc-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	staging, target := ts.staging(t, "pvc-1"), ts.target(t, "pod-a", "pvc-1")
+	pc := with(iscsiContext, "iscsiLunSerial", "serial-pvc-1")
+	capability := mountCapability("ext4", snw)
+	for _, tc := range []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"NodeStageVolume", func(ctx context.Context) error {
+			_, err := ts.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: "pvc-1", StagingTargetPath: staging, VolumeCapability: capability, PublishContext: pc})
+			return err
+		}},
+		{"NodePublishVolume", func(ctx context.Context) error {
+			_, err := ts.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: "pvc-1", StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, PublishContext: pc})
+			return err
+		}},
+		{"NodeExpandVolume", func(ctx context.Context) error {
+			_, err := ts.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: "pvc-1", VolumePath: target, StagingTargetPath: staging})
+			return err
+		}},
+		{"NodeUnpublishVolume", func(ctx context.Context) error {
+			_, err := ts.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: "pvc-1", TargetPath: target})
+			return err
+		}},
+		{"NodeUnstageVolume", func(ctx context.Context) error {
+			_, err := ts.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: "pvc-1", StagingTargetPath: staging})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			wantCode(t, tc.call(ctx), codes.Aborted)
+			if n := len(ts.host.calls); n != 0 {
+				t.Fatalf("ran host tools while another process held the volume: %v", ts.host.calls)
+			}
+		})
 	}
 }
