@@ -2,6 +2,7 @@ package node
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -157,37 +158,80 @@ func FuzzParsePublishContext(f *testing.F) {
 			"protocol": protocol, "nfsServerIp": server, "nfsPath": path, "mountOptions": opts,
 			"iscsiTargetIqn": iqn, "iscsiLunNumber": lun, "iscsiTargetPortalCount": count, "p1": p1, "iscsiLunSerial": serial,
 		}
-		info, err := parsePublishContext(pc)
-		if err != nil {
-			if status.Code(toStatus(err)) == codes.OK {
-				t.Fatal("error without a code")
-			}
-			return
-		}
-		if info.MountOptions != "" {
-			for _, o := range strings.Split(info.MountOptions, ",") {
-				if err := checkOption(o); err != nil {
-					t.Fatalf("accepted option %q: %v", o, err)
-				}
-			}
-		}
-		switch info.Protocol() {
-		case tracking.ProtocolFile:
-			src := nfsSource(info.NfsServerIP, info.NfsPath)
-			if strings.ContainsAny(src, ", \t\n\x00") || !strings.HasPrefix(info.NfsPath, "/") || strings.Contains(info.NfsPath, "/../") {
-				t.Fatalf("accepted NFS source %q", src)
-			}
-		case tracking.ProtocolBlock:
-			for _, p := range info.Portals() {
-				if !validPortal(p) || strings.HasPrefix(p, "-") {
-					t.Fatalf("accepted portal %q", p)
-				}
-			}
-			if strings.HasPrefix(info.IscsiTargetIQN, "-") || strings.ContainsAny(info.IscsiTargetIQN, " \n\x00") {
-				t.Fatalf("accepted IQN %q", info.IscsiTargetIQN)
-			}
-		default:
-			t.Fatalf("accepted protocol %q", protocol)
-		}
+		checkParsed(t, pc)
 	})
+}
+
+// FuzzParsePublishContextKeys fuzzes whole publish contexts, every key
+// Trident sends included (CHAP, p1..pN, the booleans), one "key=value"
+// per line.
+func FuzzParsePublishContextKeys(f *testing.F) {
+	for _, pc := range []map[string]string{
+		iscsiContext,
+		with(iscsiContext, "useCHAP", "true", "iscsiUsername", "in", "iscsiInitiatorSecret", "secret-in-1234",
+			"iscsiTargetUsername", "out", "iscsiTargetSecret", "secret-out-1234"),
+		with(iscsiContext, "iscsiTargetPortalCount", "3", "p3", "[fd00::3]:3260", "sharedTarget", "false", "filesystemType", "xfs"),
+		with(iscsiContext, "iscsiTargetPortalCount", "9999999999", "useCHAP", "maybe"),
+		{"protocol": "file", "nfsServerIp": "10.0.0.1", "nfsPath": "/trident_pvc_1", "mountOptions": "nfsvers=4.1,hard"},
+	} {
+		var b strings.Builder
+		for _, k := range slices.Sorted(maps.Keys(pc)) {
+			b.WriteString(k + "=" + pc[k] + "\n")
+		}
+		f.Add(b.String())
+	}
+	f.Fuzz(func(t *testing.T, lines string) {
+		pc := map[string]string{}
+		for _, line := range strings.Split(lines, "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				pc[k] = v
+			}
+		}
+		checkParsed(t, pc)
+	})
+}
+
+// checkParsed parses pc and checks what the node may act on: an error
+// carries a gRPC code; an accepted context holds only safe options, NFS
+// sources and portals.
+func checkParsed(t *testing.T, pc map[string]string) {
+	t.Helper()
+	protocol := pc["protocol"]
+	info, err := parsePublishContext(pc)
+	if err != nil {
+		if status.Code(toStatus(err)) == codes.OK {
+			t.Fatal("error without a code")
+		}
+		return
+	}
+	if info.MountOptions != "" {
+		for _, o := range strings.Split(info.MountOptions, ",") {
+			if err := checkOption(o); err != nil {
+				t.Fatalf("accepted option %q: %v", o, err)
+			}
+		}
+	}
+	switch info.Protocol() {
+	case tracking.ProtocolFile:
+		src := nfsSource(info.NfsServerIP, info.NfsPath)
+		if strings.ContainsAny(src, ", \t\n\x00") || !strings.HasPrefix(info.NfsPath, "/") || strings.Contains(info.NfsPath, "/../") {
+			t.Fatalf("accepted NFS source %q", src)
+		}
+	case tracking.ProtocolBlock:
+		for _, p := range info.Portals() {
+			if !validPortal(p) || strings.HasPrefix(p, "-") {
+				t.Fatalf("accepted portal %q", p)
+			}
+		}
+		if strings.HasPrefix(info.IscsiTargetIQN, "-") || strings.ContainsAny(info.IscsiTargetIQN, " \n\x00") {
+			t.Fatalf("accepted IQN %q", info.IscsiTargetIQN)
+		}
+		// CHAP: the initiator's pair is complete, the target's is whole or absent.
+		if info.UseCHAP && (info.IscsiUsername == "" || info.IscsiInitiatorSecret == "" ||
+			(info.IscsiTargetUsername == "") != (info.IscsiTargetSecret == "")) {
+			t.Fatalf("accepted incomplete CHAP credentials from %v", pc)
+		}
+	default:
+		t.Fatalf("accepted protocol %q", protocol)
+	}
 }
