@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -121,7 +122,15 @@ func (s *Store) Put(ctx context.Context, n Node) (*Node, error) {
 		}
 		old, err := fromObject(obj)
 		if err != nil {
-			return err
+			// A record that does not parse (edited by hand, written by a
+			// newer Trident) must not lock its node out for good: the
+			// node's own report replaces its fields, keeping the object
+			// and a publication state that still reads as one.
+			logrus.WithContext(ctx).WithError(err).Warn("TridentNode unreadable; replacing its fields with the node's report")
+			old = &Node{Name: n.Name}
+			if ps, ok := obj.Object["publicationState"].(string); ok {
+				old.PublicationState = ps
+			}
 		}
 		if old.Name != n.Name {
 			return fmt.Errorf("TridentNode %s belongs to node %q, not %q", obj.GetName(), old.Name, n.Name)

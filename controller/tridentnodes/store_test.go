@@ -150,3 +150,33 @@ func TestObjectName(t *testing.T) {
 		}
 	}
 }
+
+// A TridentNode that does not parse does not lock its node out: the node's
+// next report replaces its fields, and a publication state that still reads
+// as one is kept.
+func TestPutReplacesAnUnreadableRecord(t *testing.T) {
+	ctx := context.Background()
+	client := newFakeClient()
+	s := New(client, ns)
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": GVR.GroupVersion().String(), "kind": "TridentNode",
+		"metadata": map[string]any{"name": "worker-3", "namespace": ns},
+		"name":     "worker-3", "ips": "not a list", "publicationState": "dirty",
+	}}
+	if _, err := client.Resource(GVR).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Node(ctx, "worker-3"); err == nil {
+		t.Fatal("the malformed record read as a node")
+	}
+	stored, err := s.Put(ctx, Node{Name: "worker-3", IQN: "iqn.2020-01.io.example:w3", IPs: []string{"10.0.0.3"}})
+	if err != nil {
+		t.Fatalf("Put over an unreadable record: %v", err)
+	}
+	if !slices.Equal(stored.IPs, []string{"10.0.0.3"}) || stored.PublicationState != "dirty" {
+		t.Errorf("stored %+v", stored)
+	}
+	if info, err := s.Node(ctx, "worker-3"); err != nil || info.IQN != "iqn.2020-01.io.example:w3" {
+		t.Errorf("Node after the repair: %+v, %v", info, err)
+	}
+}
