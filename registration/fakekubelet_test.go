@@ -43,6 +43,7 @@ type fakeKubelet struct {
 	driver   *kubeletDriver
 	deregs   int      // DeRegisterPlugin calls: each one is a gap
 	accepted []uint64 // versions registered, in order
+	notified []uint64 // versions whose Notify(true) has returned, in order
 	removed  []string // non-dot names removed from REG_DIR
 	retry    map[string]int
 
@@ -199,6 +200,9 @@ func (k *fakeKubelet) register(path string) bool {
 		<-gate
 	}
 	notify(true, "")
+	k.mu.Lock()
+	k.notified = append(k.notified, v)
+	k.mu.Unlock()
 	return true
 }
 
@@ -245,6 +249,12 @@ func (k *fakeKubelet) acceptedVersions() []uint64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return append([]uint64(nil), k.accepted...)
+}
+
+func (k *fakeKubelet) notifiedVersions() []uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]uint64(nil), k.notified...)
 }
 
 func (k *fakeKubelet) removedNames() []string {

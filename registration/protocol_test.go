@@ -274,9 +274,11 @@ func TestLegacySocketRetiredOnlyOnceRegistered(t *testing.T) {
 	n := newTestNode(t)
 	k := startKubelet(t, n.regDir)
 	legacy := startLegacy(t, n, "1.0.0")
-	eventually(t, "kubelet registers the legacy registrar", func() bool {
+	// Its Notify must be done before the gate goes up, or the gate holds
+	// the legacy registration instead of A's.
+	eventually(t, "kubelet registers and notifies the legacy registrar", func() bool {
 		d := k.registered()
-		return d != nil && d.version == 0
+		return d != nil && d.version == 0 && slices.Contains(k.notifiedVersions(), 0)
 	})
 
 	release := k.holdNotifications(t)
