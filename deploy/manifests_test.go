@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,12 +272,13 @@ func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 	if hr := argValue(t, args, "--host-root"); hr != want["host-dir"].mountPath {
 		t.Errorf("--host-root=%s, want the host root mount %s", hr, want["host-dir"].mountPath)
 	}
-	checkProbes(t, c, args)
+	checkProbes(t, c, args, true)
 }
 
 // Liveness on /healthz and readiness on /readyz, both served by
-// --metrics-address.
-func checkProbes(t *testing.T, c *corev1.Container, args []string) {
+// --metrics-address; in a pod on the host network (hostNetwork), asked of
+// the pod's own process with `ontap-csi probe`, which needs POD_UID.
+func checkProbes(t *testing.T, c *corev1.Container, args []string, hostNetwork bool) {
 	t.Helper()
 	_, port, err := net.SplitHostPort(argValue(t, args, "--metrics-address"))
 	if err != nil {
@@ -287,6 +289,20 @@ func checkProbes(t *testing.T, c *corev1.Container, args []string) {
 		probe *corev1.Probe
 		path  string
 	}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
+		if hostNetwork {
+			want := []string{c.Command[0], "probe", strings.TrimPrefix(p.path, "/")}
+			if p.probe == nil || p.probe.Exec == nil || !slices.Equal(p.probe.Exec.Command, want) {
+				t.Errorf("%s: %s probe %+v, want exec %v", c.Name, p.what, p.probe, want)
+			}
+			uid := false
+			for _, e := range c.Env {
+				uid = uid || e.Name == "POD_UID" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid"
+			}
+			if !uid {
+				t.Errorf("%s: no POD_UID from metadata.uid for the probes", c.Name)
+			}
+			continue
+		}
 		if p.probe == nil || p.probe.HTTPGet == nil {
 			t.Errorf("%s: no %s httpGet probe", c.Name, p.what)
 			continue
@@ -355,7 +371,7 @@ func TestControllerDeployment(t *testing.T) {
 			if argValue(t, args, "--csi_role") != "controller" {
 				t.Errorf("--csi_role in %v", args)
 			}
-			checkProbes(t, main, args)
+			checkProbes(t, main, args, false)
 			socketDir := path.Dir(strings.TrimPrefix(argValue(t, args, "--csi_endpoint"), "unix://"))
 			mounts := mountsByPath(t, pod, main)
 			if v := mounts[socketDir]; v == nil || v.EmptyDir == nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -51,5 +53,35 @@ func TestSharedHealthPort(t *testing.T) {
 	defer b.Shutdown(context.Background())
 	if _, err := ServeHealth(a.Addr().String(), nil, false); err == nil {
 		t.Fatal("an unshared bind of a port in use succeeded; the test proves nothing")
+	}
+}
+
+// Each node pod answers for itself on its own health socket, even while
+// two pods share the host's network and its health port.
+func TestPodHealthSocket(t *testing.T) {
+	uid := func(name string) string { return fmt.Sprintf("%s-%d-%s", t.Name(), os.Getpid(), name) }
+	ready, standbyStarting := uid("ready"), uid("starting")
+	for _, p := range []struct {
+		uid   string
+		ready bool
+	}{{ready, true}, {standbyStarting, false}} {
+		h, err := ServePodHealth(p.uid, func() bool { return p.ready })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Shutdown(context.Background())
+	}
+	ctx := context.Background()
+	if err := ProbePodHealth(ctx, ready, "/readyz"); err != nil {
+		t.Errorf("ready pod: %v", err)
+	}
+	if err := ProbePodHealth(ctx, standbyStarting, "/readyz"); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("starting pod /readyz: %v, want 503", err)
+	}
+	if err := ProbePodHealth(ctx, standbyStarting, "/healthz"); err != nil {
+		t.Errorf("starting pod /healthz: %v", err)
+	}
+	if err := ProbePodHealth(ctx, uid("gone"), "/readyz"); err == nil || !strings.Contains(err.Error(), "no ontap-csi process of pod") {
+		t.Errorf("pod without a process: %v", err)
 	}
 }

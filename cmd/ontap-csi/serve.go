@@ -118,6 +118,19 @@ func serve(ctx context.Context, o *options) error {
 			return err
 		}
 		ready = reg.Ready
+		if uid := os.Getenv("POD_UID"); uid != "" {
+			// The readiness that orders a rollout must be this pod's own
+			// (server.ServePodHealth); deploy/ probes it with `ontap-csi probe`.
+			h, err := server.ServePodHealth(uid, reg.Ready)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				_ = h.Shutdown(sctx)
+			}()
+		}
 		if o.tridentAPI.httpsREST {
 			probes, err := serveNodeProbes(&o.tridentAPI, reg.Ready)
 			if err != nil {
