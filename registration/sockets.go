@@ -64,6 +64,11 @@ func (s *servedSocket) owned() bool {
 // was there (I3): connections made from now on reach this listener, while
 // calls in flight finish on the previous one.
 func (s *servedSocket) moveTo(target string) error {
+	// Renaming over a socket is how a successor takes a path over (I2);
+	// anything else there was put by someone, and is not ours to destroy.
+	if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket; refusing to replace it", target)
+	}
 	if err := os.Rename(s.path, target); err != nil {
 		return err
 	}

@@ -376,6 +376,20 @@ func TestBadCommandLines(t *testing.T) {
 func TestUnusableEndpoint(t *testing.T) {
 	dir := t.TempDir()
 
+	// The endpoint's directory cannot be made: the one line names the flag,
+	// in every role (the node's lock dir defaults into that directory).
+	for _, role := range []string{"controller", "node", "allInOne"} {
+		t.Run("directory cannot be made/"+role, func(t *testing.T) {
+			ep := "unix:///proc/ontap-csi-nope/csi.sock"
+			out, code := runToExit(t, "--csi_role="+role, "--csi_endpoint="+ep, "--csi_node_name=n",
+				"--kubelet-dir="+filepath.Join(dir, "kubelet"), "--tracking-dir="+filepath.Join(dir, "tracking"), "--host-root=/")
+			want := "--csi_endpoint " + ep + ": mkdir /proc/ontap-csi-nope"
+			if code != 1 || !strings.Contains(out, want) {
+				t.Fatalf("exit %d, want 1 and %q; output:\n%s", code, want, out)
+			}
+		})
+	}
+
 	t.Run("path is a regular file", func(t *testing.T) {
 		path := filepath.Join(dir, "file.sock")
 		if err := os.WriteFile(path, []byte("keep me"), 0o600); err != nil {

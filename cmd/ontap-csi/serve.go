@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -51,6 +52,12 @@ func serve(ctx context.Context, o *options) error {
 	}).Info("ontap-csi starting")
 	if given := o.ignored.Given(); len(given) > 0 {
 		log.Infof("ignoring Trident flags that ontap-csi does not implement: %s", strings.Join(given, " "))
+	}
+
+	// Every role needs the endpoint's directory, and the node's lock dir
+	// defaults into it: a failure names the flag, not what tripped over it.
+	if err := os.MkdirAll(filepath.Dir(o.endpointPath), 0o750); err != nil {
+		return fmt.Errorf("--csi_endpoint %s: %w", o.csiEndpoint, err)
 	}
 
 	grpcServer := server.NewGRPCServer()
