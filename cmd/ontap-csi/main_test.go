@@ -205,7 +205,7 @@ func TestTridentContainerArgs(t *testing.T) {
 		if tc.role == roleController {
 			// With --crd_persistence and --https_rest the controller needs
 			// the Kubernetes API and /certs: TestTridentOperatorObjects runs
-			// it with both.
+			// it with both, and calls Identity and Controller there.
 			continue
 		}
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,20 +257,14 @@ func TestTridentContainerArgs(t *testing.T) {
 				t.Errorf("CONTROLLER_SERVICE advertised = %v in role %s", hasController, tc.role)
 			}
 
-			if tc.role == roleNode {
-				ni, err := csi.NewNodeClient(conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ni.NodeId != "worker-1" {
-					t.Errorf("NodeGetInfo node id = %q, want worker-1", ni.NodeId)
-				}
-				assertRegistrationOffered(t, filepath.Join(root, "kubelet"), pluginDir)
-			} else {
-				if _, err := csi.NewControllerClient(conn).ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{}); err != nil {
-					t.Fatal(err)
-				}
+			ni, err := csi.NewNodeClient(conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
+			if err != nil {
+				t.Fatal(err)
 			}
+			if ni.NodeId != "worker-1" {
+				t.Errorf("NodeGetInfo node id = %q, want worker-1", ni.NodeId)
+			}
+			assertRegistrationOffered(t, filepath.Join(root, "kubelet"), pluginDir)
 
 			if code := p.stop(t); code != 0 {
 				t.Fatalf("exit code after SIGTERM = %d, want 0", code)

@@ -440,6 +440,25 @@ func testOperatorObjects(t *testing.T, v string) {
 	// The controller Deployment.
 	ctrl, ctrlSock := c.startController(t, v)
 	conn := dial(t, ctrl.proc, ctrlSock)
+	// The sidecars' first calls: Identity, then the controller's capabilities.
+	id := csi.NewIdentityClient(conn)
+	if info, err := id.GetPluginInfo(ctx, &csi.GetPluginInfoRequest{}); err != nil || info.Name != "csi.trident.netapp.io" || info.VendorVersion == "" {
+		t.Fatalf("controller GetPluginInfo = %v, %v", info, err)
+	}
+	if probe, err := id.Probe(ctx, &csi.ProbeRequest{}); err != nil || !probe.GetReady().GetValue() {
+		t.Fatalf("controller Probe = %v, %v", probe, err)
+	}
+	pcaps, err := id.GetPluginCapabilities(ctx, &csi.GetPluginCapabilitiesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasController := false
+	for _, c := range pcaps.Capabilities {
+		hasController = hasController || c.GetService().GetType() == csi.PluginCapability_Service_CONTROLLER_SERVICE
+	}
+	if !hasController {
+		t.Errorf("the controller does not advertise CONTROLLER_SERVICE: %v", pcaps)
+	}
 	if _, err := csi.NewControllerClient(conn).ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{}); err != nil {
 		t.Fatal(err)
 	}
