@@ -46,11 +46,16 @@ func (d *nodeDirFlags) resolve() (pluginDir, regDir string, err error) {
 // parseSubcommand parses args; done reports that the caller should return
 // code at once (help or a usage error).
 func parseSubcommand(fs *flag.FlagSet, args []string) (code int, done bool) {
-	fs.SetOutput(os.Stderr)
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stdout)
+			fmt.Printf("usage: ontap-csi %s [flags]\n", fs.Name())
+			fs.PrintDefaults()
 			return 0, true
 		}
+		// One line, as for the server's flags.
+		fmt.Fprintf(os.Stderr, "ontap-csi %s: %v (see ontap-csi %s --help)\n", fs.Name(), err, fs.Name())
 		return 2, true
 	}
 	if fs.NArg() > 0 {
