@@ -97,8 +97,8 @@ func (l layout) regSocketName(g uint64) (string, error) {
 			return name, nil
 		}
 	}
-	return "", fmt.Errorf("registration socket for generation %d does not fit the %d-byte unix socket path limit in %s (kubelet: %s); use a shorter --kubelet-dir or --registration-dir",
-		g, maxSocketPath, l.regDir, l.hostRegDir)
+	return "", fmt.Errorf("registration sockets do not fit the %d-byte unix socket path limit in %s (kubelet: %s); use a shorter --kubelet-dir or --registration-dir",
+		maxSocketPath, l.regDir, l.hostRegDir)
 }
 
 func (l layout) regNameFits(name string) bool {

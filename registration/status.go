@@ -19,6 +19,9 @@ import (
 type NodeStatus struct {
 	PluginDir       string `json:"pluginDir"`
 	RegistrationDir string `json:"registrationDir"`
+	// RegistrationError says why the registration dir could not be read;
+	// the rest is reported all the same.
+	RegistrationError string `json:"registrationError,omitempty"`
 	// Lease is nil when lease.json is missing or unreadable (LeaseError).
 	Lease      *Lease `json:"lease,omitempty"`
 	LeaseError string `json:"leaseError,omitempty"`
@@ -117,7 +120,7 @@ func Status(pluginDir, regDir, driver string) (*NodeStatus, error) {
 	}
 
 	if ents, err = os.ReadDir(lay.regDir); err != nil {
-		return nil, err
+		st.RegistrationError = fmt.Sprintf("%v (kubelet's plugins_registry: check --kubelet-dir against kubelet's --root-dir; inside a pod that mounts the host at /host, pass --host-root /host)", err)
 	}
 	for _, e := range ents {
 		name, p := e.Name(), filepath.Join(lay.regDir, e.Name())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -41,5 +42,22 @@ func TestProbeSubcommand(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit %d and one line with %q", code, msg, tc.wantCode, tc.wantMsg)
 			}
 		})
+	}
+}
+
+// status still reports what it can read when kubelet's registration dir is
+// missing (a wrong --kubelet-dir, or run outside the pod's host mount), and
+// says what to check; it exits 1.
+func TestStatusWithoutRegistrationDir(t *testing.T) {
+	dir := t.TempDir()
+	kubelet := filepath.Join(dir, "kubelet")
+	if err := os.MkdirAll(filepath.Join(kubelet, "plugins", "csi.trident.netapp.io"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{}, {"--json"}} {
+		out, code := runToExit(t, append([]string{"status", "--kubelet-dir=" + kubelet}, args...)...)
+		if code != 1 || !strings.Contains(out, "no lease") || !strings.Contains(out, "check --kubelet-dir against kubelet's --root-dir") {
+			t.Errorf("status %v: exit %d, output:\n%s", args, code, out)
+		}
 	}
 }

@@ -28,7 +28,7 @@ func (d *nodeDirFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.driverName, "driver-name", "csi.trident.netapp.io", "CSI driver name")
 	fs.StringVar(&d.pluginDir, "plugin-dir", "", "plugin dir as seen here (default <kubelet-dir>/plugins/<driver-name>, else under --host-root)")
 	fs.StringVar(&d.registrationDir, "registration-dir", "", "kubelet plugin registration dir as seen here (default <kubelet-dir>/plugins_registry, else under --host-root)")
-	fs.StringVar(&d.hostRoot, "host-root", "", "where the host's root filesystem is mounted here (Trident mounts it at /host)")
+	fs.StringVar(&d.hostRoot, "host-root", hostRootAuto, "where the host's root filesystem is mounted here; \"auto\": /host when it holds a root filesystem (Trident's DaemonSet mounts it there), else none")
 }
 
 // resolve returns the plugin and registration dirs.
@@ -38,6 +38,11 @@ func (d *nodeDirFlags) resolve() (pluginDir, regDir string, err error) {
 	}
 	if d.driverName == "" || strings.ContainsRune(d.driverName, '/') {
 		return "", "", fmt.Errorf("--driver-name %q is not a driver name", d.driverName)
+	}
+	// As the server resolves it, so that status in the node container
+	// looks where the plugin does.
+	if d.hostRoot, err = resolveHostRoot(d.hostRoot); err != nil {
+		return "", "", fmt.Errorf("--host-root: %v", err)
 	}
 	return registration.ResolvePluginDir(d.kubeletDir, d.driverName, d.hostRoot, d.pluginDir),
 		registration.ResolveRegistrationDir(d.kubeletDir, d.hostRoot, d.registrationDir), nil
@@ -96,6 +101,9 @@ func runStatus(args []string) int {
 		fmt.Fprintf(os.Stderr, "ontap-csi status: %v\n", err)
 		return 1
 	}
+	if st.RegistrationError != "" {
+		return 1 // reported above; the registration sockets are unknown
+	}
 	return 0
 }
 
@@ -103,6 +111,9 @@ func writeStatus(w io.Writer, st *registration.NodeStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "plugin dir:\t%s\n", st.PluginDir)
 	fmt.Fprintf(tw, "registration dir:\t%s\n", st.RegistrationDir)
+	if st.RegistrationError != "" {
+		fmt.Fprintf(tw, "registration dir error:\t%s\n", st.RegistrationError)
+	}
 	if l := st.Lease; l != nil {
 		alive := "dead"
 		if st.HolderAlive {
