@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -211,6 +212,11 @@ func TestWatchdogReregistersAfterSocketDeleted(t *testing.T) {
 	a.waitRole(t, roleRegistered)
 	g1 := a.generation()
 	old := n.regSockets()
+	// What an operator sees on /metrics (docs/registration.md).
+	if g, reg := testutil.ToFloat64(generationGauge), testutil.ToFloat64(phaseGauge.WithLabelValues(roleRegistered)); g != float64(g1) || reg != 1 {
+		t.Errorf("metrics: generation %v, phase registered %v; want %d and 1", g, reg, g1)
+	}
+	removedBefore := testutil.ToFloat64(reregistrationsTotal.WithLabelValues(reasonSocketRemoved))
 
 	if err := os.Remove(filepath.Join(n.regDir, old[0])); err != nil {
 		t.Fatal(err)
@@ -225,6 +231,12 @@ func TestWatchdogReregistersAfterSocketDeleted(t *testing.T) {
 		t.Errorf("lease %+v", l)
 	}
 	eventually(t, "one registration socket", func() bool { return len(n.regSockets()) == 1 })
+	if got := testutil.ToFloat64(reregistrationsTotal.WithLabelValues(reasonSocketRemoved)) - removedBefore; got < 1 {
+		t.Errorf("metrics: %v re-registrations for reason %s, want at least 1", got, reasonSocketRemoved)
+	}
+	if g := testutil.ToFloat64(generationGauge); g != float64(a.generation()) {
+		t.Errorf("metrics: generation %v, want %d", g, a.generation())
+	}
 }
 
 // legacyRegistrar emulates node-driver-registrar: a fixed socket name and
