@@ -42,6 +42,11 @@ run() {
 	} >>"$doc"
 }
 
+# shown CMD...: CMD as the doc shows it, without this run's temp paths.
+shown() {
+	echo "$*" | sed -E 's/ -bench-out=[^ ]+//; s/ONTAP_CSI_BENCH_OUT=[^ ]+ //'
+}
+
 # run_md TITLE INTRO FILE CMD...: as run, for benchmarks that write their own
 # Markdown report to FILE.
 run_md() {
@@ -55,9 +60,9 @@ run_md() {
 		exit 1
 	fi
 	{
-		printf '\n## %s\n\n%s\n\n```sh\n%s\n```\n\n' "$title" "$intro" "$*"
+		printf '\n## %s\n\n%s\n\n```sh\n%s\n```\n\n' "$title" "$intro" "$(shown "$@")"
 		# The reports start with their own heading; ours is above.
-		grep -v '^# ' "$md"
+		sed '1{/^#/d}' "$md" | sed '1{/^$/d}'
 		printf '\n(%d s)\n' $((SECONDS - start))
 	} >>"$doc"
 }
