@@ -208,6 +208,58 @@ func TestWriteIsTridentFormatAndAtomic(t *testing.T) {
 	}
 }
 
+// A reader never sees a half-written file: while one goroutine rewrites
+// the state with records of very different sizes, every read of it parses
+// and is one of them (Trident reading the file, or a process after a crash
+// in the middle of a write, relies on the rename).
+func TestWriteNeverExposesAPartialFile(t *testing.T) {
+	store, err := NewStore(filepath.Join(t.TempDir(), "tracking"), below("/kubelet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := &Info{PublishInfo: PublishInfo{FilesystemType: "nfs", NfsServerIP: "10.0.0.1", NfsPath: "/v"}, StagingTargetPath: "/kubelet/s"}
+	big := &Info{PublishInfo: small.PublishInfo, StagingTargetPath: "/kubelet/s"}
+	for i := 0; i < 200; i++ {
+		big.AddPublished(fmt.Sprintf("/kubelet/pods/pod-%03d/volumes/kubernetes.io~csi/pvc-1/mount", i))
+	}
+	if err := store.Write("pvc-1", small); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 300; i++ {
+			rec := small
+			if i%2 == 0 {
+				rec = big
+			}
+			if err := store.Write("pvc-1", rec); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	reads := 0
+	for {
+		select {
+		case <-done:
+			if reads == 0 {
+				t.Fatal("no read overlapped the writes")
+			}
+			return
+		default:
+		}
+		got, err := store.Read("pvc-1")
+		if err != nil {
+			t.Fatalf("read %d during writes: %v", reads, err)
+		}
+		if n := len(got.PublishedPaths); n != 0 && n != 200 {
+			t.Fatalf("read %d: %d published paths, a record that was never written", reads, n)
+		}
+		reads++
+	}
+}
+
 func TestVolumeIDsAreConfined(t *testing.T) {
 	store, err := NewStore(t.TempDir(), below("/kubelet"))
 	if err != nil {
