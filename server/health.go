@@ -20,7 +20,7 @@ func ServeHealth(addr string, ready func() bool, shared bool) (*HTTPServer, erro
 	if err != nil {
 		return nil, fmt.Errorf("metrics %w", err)
 	}
-	return ServeHTTP(&http.Server{Handler: healthMux(ready), ReadHeaderTimeout: 5 * time.Second}, l, "health/metrics server"), nil
+	return serveHealth(l, ready, "health/metrics server"), nil
 }
 
 // ServePodHealth serves the same endpoints on the pod's own health socket
@@ -33,7 +33,7 @@ func ServePodHealth(podUID string, ready func() bool) (*HTTPServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pod health socket: %w", err)
 	}
-	return ServeHTTP(&http.Server{Handler: healthMux(ready), ReadHeaderTimeout: 5 * time.Second}, l, "pod health server"), nil
+	return serveHealth(l, ready, "pod health server"), nil
 }
 
 // PodHealthSocket names a pod's health socket: abstract (no file, so a
@@ -64,6 +64,11 @@ func ProbePodHealth(ctx context.Context, podUID, path string) error {
 		return fmt.Errorf("%s: %d %s", path, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return nil
+}
+
+// serveHealth serves /healthz, /readyz and /metrics on l.
+func serveHealth(l net.Listener, ready func() bool, what string) *HTTPServer {
+	return ServeHTTP(&http.Server{Handler: healthMux(ready), ReadHeaderTimeout: 5 * time.Second}, l, what)
 }
 
 func healthMux(ready func() bool) *http.ServeMux {

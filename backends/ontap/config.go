@@ -550,6 +550,16 @@ func (p *parser) topologies(key string, raw json.RawMessage) []map[string]string
 	return out
 }
 
+// ontapName fails key unless v can be the name of an ONTAP object of kind
+// what; it reports whether v can.
+func (p *parser) ontapName(key, what, v string) bool {
+	if ontapNameRE.MatchString(v) {
+		return true
+	}
+	p.fail(key, "%q is not %s name (1-256 characters, no spaces, commas, quotes or slashes)", v, what)
+	return false
+}
+
 // labels reads a backend's or pool's labels: Trident matches them against
 // StorageClass selectors, where a label needs a name.
 func (p *parser) labels(key string, raw json.RawMessage) map[string]string {
@@ -614,8 +624,8 @@ func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
 	cfg.SVM = strings.TrimSpace(p.str("svm", top["svm"]))
 	if cfg.SVM == "" {
 		p.fail("svm", "is required")
-	} else if !ontapNameRE.MatchString(cfg.SVM) {
-		p.fail("svm", "%q is not an SVM name (1-256 characters, no spaces, commas, quotes or slashes)", cfg.SVM)
+	} else {
+		p.ontapName("svm", "an SVM", cfg.SVM)
 	}
 	cfg.BackendName = p.str("backendName", top["backendName"])
 	if cfg.BackendName == "" && cfg.StorageDriverName != "" {
@@ -1007,9 +1017,8 @@ func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
 	d.SpaceReserve = oneOf("spaceReserve", DefaultSpaceReserve, "none", "volume")
 	d.SpaceAllocation = boolean("spaceAllocation", true)
 	var snapPolicyPath string
-	if d.SnapshotPolicy, snapPolicyPath = get("snapshotPolicy", DefaultSnapshotPolicy); !ontapNameRE.MatchString(d.SnapshotPolicy) {
-		p.fail(snapPolicyPath, "%q is not a snapshot policy name (1-256 characters, no spaces, commas, quotes or slashes)", d.SnapshotPolicy)
-	}
+	d.SnapshotPolicy, snapPolicyPath = get("snapshotPolicy", DefaultSnapshotPolicy)
+	p.ontapName(snapPolicyPath, "a snapshot policy", d.SnapshotPolicy)
 	if v, path := get("snapshotReserve", ""); v != "" {
 		n, err := strconv.Atoi(strings.TrimSuffix(v, "%"))
 		switch {
@@ -1053,9 +1062,7 @@ func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
 			p.fail(path, "%q is not one of none, auto, snapshot-only, all, backup", v)
 		}
 	}
-	if v, path := get("qosPolicy", ""); v != "" && !ontapNameRE.MatchString(v) {
-		p.fail(path, "%q is not a QoS policy group name (1-256 characters, no spaces, commas, quotes or slashes)", v)
-	} else {
+	if v, path := get("qosPolicy", ""); v != "" && p.ontapName(path, "a QoS policy group", v) {
 		d.QoSPolicy = v
 	}
 	var formatPath string

@@ -132,11 +132,7 @@ func serve(ctx context.Context, o *options) error {
 			if err != nil {
 				return err
 			}
-			defer func() {
-				sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				defer cancel()
-				_ = h.Shutdown(sctx)
-			}()
+			defer shutdownAll([]shutdowner{h})
 		}
 		if o.tridentAPI.httpsREST {
 			probes, err := serveNodeProbes(&o.tridentAPI, reg.Ready)
@@ -153,11 +149,7 @@ func serve(ctx context.Context, o *options) error {
 			return err
 		}
 		log.WithField("address", h.Addr().String()).Info("serving /healthz, /readyz and /metrics")
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = h.Shutdown(sctx)
-		}()
+		defer shutdownAll([]shutdowner{h})
 	}
 
 	if reg != nil {
