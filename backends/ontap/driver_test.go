@@ -746,7 +746,7 @@ func TestSplitOnClone(t *testing.T) {
 func TestLimitAggregateUsage(t *testing.T) {
 	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
-			b, _ := simBackend(t, driver, sim.Config{AggregateSize: 100 * gib}, map[string]any{
+			b, s := simBackend(t, driver, sim.Config{AggregateSize: 100 * gib}, map[string]any{
 				"limitAggregateUsage": "50%", "defaults": map[string]any{"snapshotReserve": "0"},
 			})
 			ctx := ctxT(t)
@@ -765,14 +765,21 @@ func TestLimitAggregateUsage(t *testing.T) {
 			if err := mk("pvc-thick-2", 30*gib, "volume"); !errors.Is(err, backends.ErrExhausted) || !strings.Contains(err.Error(), "limitAggregateUsage of 50%") {
 				t.Fatalf("thick volume over the limit: %v, want ErrExhausted naming the limit", err)
 			}
+			if _, ok := s.Volume("trident_pvc_thick_2"); ok {
+				t.Fatal("the refused create left an ONTAP volume")
+			}
 			if err := mk("pvc-thick-1", 30*gib, "volume"); err != nil {
 				t.Fatalf("a retried create of a volume that exists is not refused: %v", err)
 			}
 			if err := mk("pvc-thin", 30*gib, "none"); err != nil {
 				t.Fatalf("thin volume: only the used space counts: %v", err)
 			}
+			before := simVolume(t, s, "trident_pvc_thick_1")
 			if _, err := b.ExpandVolume(ctx, lookup(t, b, "pvc-thick-1"), 60*gib); !errors.Is(err, backends.ErrExhausted) {
 				t.Errorf("thick expansion over the limit: %v, want ErrExhausted", err)
+			}
+			if after := simVolume(t, s, "trident_pvc_thick_1"); after.Size != before.Size || after.Comment != before.Comment {
+				t.Errorf("the refused expansion changed the volume: size %d → %d, comment %q → %q", before.Size, after.Size, before.Comment, after.Comment)
 			}
 			if _, err := b.ExpandVolume(ctx, lookup(t, b, "pvc-thick-1"), 35*gib); err != nil {
 				t.Errorf("thick expansion within the limit: %v", err)
