@@ -15,6 +15,7 @@ all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ontap-csi
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ontap-sim ./cmd/ontap-sim
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -26,7 +26,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // The real binary, started with exactly the command, arguments, environment
@@ -60,7 +60,7 @@ func TestBinaryRunsAsRenderedControllerDeployment(t *testing.T) {
 
 	// The example backend, pointed at an ONTAP simulator inside the pod's
 	// network namespace (as a managementLIF on the cluster network would be).
-	s, err := sim.New(sim.Config{})
+	s, err := ontapsim.New(ontapsim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

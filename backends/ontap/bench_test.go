@@ -8,7 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // BenchmarkClient measures the client against the simulator with ONTAP's
@@ -29,7 +29,7 @@ func BenchmarkClient(b *testing.B) {
 	b.Cleanup(func() { logrus.SetLevel(level) })
 	type op struct {
 		name  string
-		setup func(b *testing.B, s *sim.Simulator, c *Client, n int) // unmeasured, through fixtures
+		setup func(b *testing.B, s *ontapsim.Simulator, c *Client, n int) // unmeasured, through fixtures
 		run   func(c *Client, i int) error
 	}
 	var aggr string
@@ -46,9 +46,9 @@ func BenchmarkClient(b *testing.B) {
 		},
 		{
 			name: "LUNCreate",
-			setup: func(b *testing.B, s *sim.Simulator, c *Client, n int) {
+			setup: func(b *testing.B, s *ontapsim.Simulator, c *Client, n int) {
 				for i := 0; i < n; i++ {
-					if _, err := s.CreateVolume(sim.VolumeSpec{Name: fmt.Sprintf("b_san_%d", i), Size: 2 << 30, Thin: true}); err != nil {
+					if _, err := s.CreateVolume(ontapsim.VolumeSpec{Name: fmt.Sprintf("b_san_%d", i), Size: 2 << 30, Thin: true}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -60,12 +60,12 @@ func BenchmarkClient(b *testing.B) {
 		},
 		{
 			name: "LUNMap",
-			setup: func(b *testing.B, s *sim.Simulator, c *Client, n int) {
+			setup: func(b *testing.B, s *ontapsim.Simulator, c *Client, n int) {
 				for i := 0; i < n; i++ {
-					if _, err := s.CreateVolume(sim.VolumeSpec{Name: fmt.Sprintf("b_san_%d", i), Size: 2 << 30, Thin: true}); err != nil {
+					if _, err := s.CreateVolume(ontapsim.VolumeSpec{Name: fmt.Sprintf("b_san_%d", i), Size: 2 << 30, Thin: true}); err != nil {
 						b.Fatal(err)
 					}
-					if _, err := s.CreateLUN(sim.LUNSpec{Path: lunPath(i), Size: 1 << 30}); err != nil {
+					if _, err := s.CreateLUN(ontapsim.LUNSpec{Path: lunPath(i), Size: 1 << 30}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -80,7 +80,7 @@ func BenchmarkClient(b *testing.B) {
 		},
 		{
 			name: "ExportRuleAdd",
-			setup: func(b *testing.B, s *sim.Simulator, c *Client, n int) {
+			setup: func(b *testing.B, s *ontapsim.Simulator, c *Client, n int) {
 				p, err := s.CreateExportPolicy("b_policy")
 				if err != nil {
 					b.Fatal(err)
@@ -95,7 +95,7 @@ func BenchmarkClient(b *testing.B) {
 	}
 	for _, o := range ops {
 		b.Run(o.name, func(b *testing.B) {
-			s, c := startSim(b, sim.Config{Latency: sim.RealisticLatency()}, func(cc *ClientConfig) {
+			s, c := startSim(b, ontapsim.Config{Latency: ontapsim.RealisticLatency()}, func(cc *ClientConfig) {
 				cc.RetryBaseDelay, cc.RetryMaxDelay = 0, 0 // production defaults
 				cc.JobPollInitial, cc.JobPollMax = 0, 0
 			})

@@ -18,16 +18,16 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 const gib = int64(1) << 30
 
 // simBackend runs a simulator and a driver configured for it. extra
 // overrides keys of the backend config.
-func simBackend(t *testing.T, driver string, simCfg sim.Config, extra map[string]any) (backends.Backend, *sim.Simulator) {
+func simBackend(t *testing.T, driver string, simCfg ontapsim.Config, extra map[string]any) (backends.Backend, *ontapsim.Simulator) {
 	t.Helper()
-	s, err := sim.New(simCfg)
+	s, err := ontapsim.New(simCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func lookup(t *testing.T, b backends.Backend, id string) *backends.Volume {
 	return v
 }
 
-func policy(s *sim.Simulator, name string) *sim.ExportPolicyInfo {
+func policy(s *ontapsim.Simulator, name string) *ontapsim.ExportPolicyInfo {
 	for _, p := range s.ExportPolicies() {
 		if p.Name == name {
 			return &p
@@ -100,7 +100,7 @@ func policy(s *sim.Simulator, name string) *sim.ExportPolicyInfo {
 	return nil
 }
 
-func simVolume(t *testing.T, s *sim.Simulator, name string) sim.VolumeInfo {
+func simVolume(t *testing.T, s *ontapsim.Simulator, name string) ontapsim.VolumeInfo {
 	t.Helper()
 	v, ok := s.Volume(name)
 	if !ok {
@@ -110,7 +110,7 @@ func simVolume(t *testing.T, s *sim.Simulator, name string) sim.VolumeInfo {
 }
 
 func TestNASCreateLayout(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, sim.Config{}, map[string]any{
+	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, map[string]any{
 		"autoExportPolicy": true, "labels": map[string]string{"team": "db"},
 		"defaults": map[string]any{"snapshotPolicy": "default", "snapshotReserve": "20", "unixPermissions": "0750"},
 	})
@@ -137,7 +137,7 @@ func TestNASCreateLayout(t *testing.T) {
 // Every publish reconciles the node's export rule, so a rule that drifted
 // or vanished on ONTAP is repaired (Trident #965, #1181).
 func TestNASPublishReconcilesExportRules(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, sim.Config{}, map[string]any{
+	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, map[string]any{
 		"autoExportPolicy": true, "autoExportCIDRs": []string{"10.0.0.0/8"},
 	})
 	ctx := ctxT(t)
@@ -226,7 +226,7 @@ func TestNASPublishReconcilesExportRules(t *testing.T) {
 }
 
 func TestNASStaticExportPolicy(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, sim.Config{}, map[string]any{"nfsMountOptions": "nfsvers=4.1"})
+	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, map[string]any{"nfsMountOptions": "nfsvers=4.1"})
 	vol := create(t, b, "pvc-s", gib, backends.AccessMount)
 	s.ResetStats()
 	pc, err := b.Publish(ctxT(t), vol, &backends.PublishRequest{Node: backends.Node{Name: "n1", IPs: []string{"10.0.0.1"}}})
@@ -247,7 +247,7 @@ func TestNASStaticExportPolicy(t *testing.T) {
 }
 
 func TestSANCreateLayout(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPSAN, sim.Config{}, map[string]any{"defaults": map[string]any{"fileSystemType": "xfs"}})
+	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{}, map[string]any{"defaults": map[string]any{"fileSystemType": "xfs"}})
 	vol := create(t, b, "pvc-l", 10*gib, backends.AccessMount)
 	v := simVolume(t, s, "trident_pvc_l")
 	luns := s.LUNs()
@@ -282,7 +282,7 @@ func TestSANCreateLayout(t *testing.T) {
 // Per-node igroups: created on the first publish, holding the node's IQN,
 // the LUN mapped only while published, the igroup gone with its last LUN.
 func TestSANPublishIgroupLifecycle(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPSAN, sim.Config{Nodes: 4}, nil)
+	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{Nodes: 4}, nil)
 	ctx := ctxT(t)
 	v1 := create(t, b, "pvc-1", gib, backends.AccessMount)
 	v2 := create(t, b, "pvc-2", gib, backends.AccessBlock)
@@ -359,7 +359,7 @@ func TestSANPublishRequests(t *testing.T) {
 		mapLUN    = "POST /api/protocols/san/lun-maps"
 		reporting = "GET /api/protocols/san/lun-maps/{lun.uuid}/{igroup.uuid}/reporting-nodes"
 	)
-	b, s := simBackend(t, ontap.DriverONTAPSAN, sim.Config{Nodes: 4}, nil)
+	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{Nodes: 4}, nil)
 	ctx := ctxT(t)
 	v1 := create(t, b, "pvc-1", gib, backends.AccessMount)
 	v2 := create(t, b, "pvc-2", gib, backends.AccessMount)
@@ -406,7 +406,7 @@ func TestSANPublishRequests(t *testing.T) {
 }
 
 func TestSANCHAP(t *testing.T) {
-	b, _ := simBackend(t, ontap.DriverONTAPSAN, sim.Config{}, map[string]any{
+	b, _ := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{}, map[string]any{
 		"useCHAP": true, "chapUsername": "in", "chapInitiatorSecret": "secret-in-123",
 		"chapTargetUsername": "out", "chapTargetInitiatorSecret": "secret-out-456",
 	})
@@ -432,9 +432,9 @@ func TestSANCHAP(t *testing.T) {
 // An interrupted create (the LUN failed after the FlexVol was made) is
 // reported incomplete and completed by the next create.
 func TestSANCreateResumes(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPSAN, sim.Config{}, nil)
+	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{}, nil)
 	ctx := ctxT(t)
-	s.SetFaults([]sim.FaultRule{{Method: "POST", Path: "/storage/luns", Rate: 1, Kind: sim.FaultJob, Code: 5374124, Limit: 1}})
+	s.SetFaults([]ontapsim.FaultRule{{Method: "POST", Path: "/storage/luns", Rate: 1, Kind: ontapsim.FaultJob, Code: 5374124, Limit: 1}})
 	req := &backends.CreateRequest{Name: "pvc-r", Pool: "aggr1", SizeBytes: gib, AccessType: backends.AccessMount}
 	if _, err := b.CreateVolume(ctx, req); err == nil {
 		t.Fatal("create succeeded despite the LUN fault")
@@ -454,7 +454,7 @@ func TestSANCreateResumes(t *testing.T) {
 func TestSnapshotsAndClones(t *testing.T) {
 	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
-			b, s := simBackend(t, driver, sim.Config{}, map[string]any{"autoExportPolicy": driver == ontap.DriverONTAPNAS})
+			b, s := simBackend(t, driver, ontapsim.Config{}, map[string]any{"autoExportPolicy": driver == ontap.DriverONTAPNAS})
 			ctx := ctxT(t)
 			src := create(t, b, "pvc-src", gib, backends.AccessMount)
 			snap, err := b.CreateSnapshot(ctx, src, "snapshot-1")
@@ -524,7 +524,7 @@ func TestSnapshotsAndClones(t *testing.T) {
 // Two CSI names that map to one ONTAP name ("pvc-a" and "pvc.a") are two
 // volumes: the second cannot take the first's FlexVol.
 func TestNameCollision(t *testing.T) {
-	b, _ := simBackend(t, ontap.DriverONTAPNAS, sim.Config{}, nil)
+	b, _ := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, nil)
 	create(t, b, "pvc-a", gib, backends.AccessMount)
 	if _, err := b.Volume(ctxT(t), "pvc.a"); !errors.Is(err, backends.ErrNotFound) {
 		t.Errorf("lookup of the other name: %v, want ErrNotFound", err)
@@ -536,7 +536,7 @@ func TestNameCollision(t *testing.T) {
 }
 
 func TestLongAndUnusualNames(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, sim.Config{}, nil)
+	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, nil)
 	for _, name := range []string{
 		strings.Repeat("a-", 100) + "z", // 201 characters: too long for ONTAP with the prefix
 		"ünïcode name with spaces",
@@ -562,7 +562,7 @@ func TestLongAndUnusualNames(t *testing.T) {
 }
 
 func TestCapacityAndPools(t *testing.T) {
-	b, _ := simBackend(t, ontap.DriverONTAPNAS, sim.Config{AggregateSize: 100 * gib}, map[string]any{
+	b, _ := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{AggregateSize: 100 * gib}, map[string]any{
 		"limitVolumeSize": "50Gi",
 		"storage": []any{
 			map[string]any{"labels": map[string]string{"tier": "gold"}, "defaults": map[string]any{"spaceReserve": "volume"}},
@@ -639,7 +639,7 @@ func TestNarrowedTopologyIsRemembered(t *testing.T) {
 	zoneB := map[string]string{"topology.kubernetes.io/zone": "b"}
 	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
-			b, _ := simBackend(t, driver, sim.Config{}, map[string]any{
+			b, _ := simBackend(t, driver, ontapsim.Config{}, map[string]any{
 				"supportedTopologies": []map[string]string{zoneA, zoneB},
 			})
 			access := backends.AccessMount
@@ -691,7 +691,7 @@ func TestNarrowedTopologyIsRemembered(t *testing.T) {
 }
 
 // lunID is the LUN ID the simulator gave the map of lun to igroup.
-func lunID(t *testing.T, s *sim.Simulator, lun, igroup string) int {
+func lunID(t *testing.T, s *ontapsim.Simulator, lun, igroup string) int {
 	t.Helper()
 	for _, m := range s.LUNMaps() {
 		if m.LUNPath == lun && m.IGroup == igroup {
@@ -710,7 +710,7 @@ func TestSplitOnClone(t *testing.T) {
 	split := true
 	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
-			b, s := simBackend(t, driver, sim.Config{}, nil)
+			b, s := simBackend(t, driver, ontapsim.Config{}, nil)
 			ctx := ctxT(t)
 			src := create(t, b, "pvc-src", gib, backends.AccessMount)
 			snap, err := b.CreateSnapshot(ctx, src, "snapshot-1")
@@ -746,7 +746,7 @@ func TestSplitOnClone(t *testing.T) {
 func TestLimitAggregateUsage(t *testing.T) {
 	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
-			b, s := simBackend(t, driver, sim.Config{AggregateSize: 100 * gib}, map[string]any{
+			b, s := simBackend(t, driver, ontapsim.Config{AggregateSize: 100 * gib}, map[string]any{
 				"limitAggregateUsage": "50%", "defaults": map[string]any{"snapshotReserve": "0"},
 			})
 			ctx := ctxT(t)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // TestFaultInjectionCyclesLeaveExactState runs 200 create/delete cycles of
@@ -25,13 +25,13 @@ func TestFaultInjectionCyclesLeaveExactState(t *testing.T) {
 	}
 	// Each rule fires on 5 % of all requests: later rules only see what the
 	// earlier ones let through.
-	faults := []sim.FaultRule{
-		{Path: "*", Rate: 0.05, Kind: sim.FaultThrottle, RetryAfter: 1},
-		{Path: "*", Rate: 0.05 / 0.95, Kind: sim.FaultUnavailable},
-		{Path: "*", Rate: 0.05 / 0.90, Kind: sim.FaultDrop},
-		{Path: "*", Rate: 0.05 / 0.85, Kind: sim.FaultDropAfterCommit},
+	faults := []ontapsim.FaultRule{
+		{Path: "*", Rate: 0.05, Kind: ontapsim.FaultThrottle, RetryAfter: 1},
+		{Path: "*", Rate: 0.05 / 0.95, Kind: ontapsim.FaultUnavailable},
+		{Path: "*", Rate: 0.05 / 0.90, Kind: ontapsim.FaultDrop},
+		{Path: "*", Rate: 0.05 / 0.85, Kind: ontapsim.FaultDropAfterCommit},
 	}
-	s, c := startSim(t, sim.Config{Seed: 20}, func(cc *ClientConfig) {
+	s, c := startSim(t, ontapsim.Config{Seed: 20}, func(cc *ClientConfig) {
 		// 12 attempts: at a 20 % failure rate, the chance that any of the
 		// ~6000 requests fails 12 times in a row is below 10^-4. Retry-After
 		// (1 s) is capped to keep the test short; honouring it is tested in

@@ -10,7 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // endpointLabel is "METHOD /template": no UUIDs, names or numbers.
@@ -22,7 +22,7 @@ func TestMetricsAndLogsUseTemplatesAndNoSecrets(t *testing.T) {
 	logrus.SetLevel(logrus.DebugLevel)
 	t.Cleanup(func() { logrus.SetLevel(level); logrus.StandardLogger().ReplaceHooks(logrus.LevelHooks{}) })
 
-	s, c := startSim(t, sim.Config{}, nil)
+	s, c := startSim(t, ontapsim.Config{}, nil)
 	ctx := context.Background()
 	check(t, c.CreateVolume(ctx, VolumeCreate{Name: "m_vol", Aggregate: s.Info().Aggregates[0], Size: 1 << 30}))
 	v := must(c.GetVolume(ctx, "m_vol"))(t)

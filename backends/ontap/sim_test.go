@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // startSim serves a fresh simulator over plain HTTP and returns it with a
 // client of its SVM whose retry waits are short.
-func startSim(t testing.TB, cfg sim.Config, edit func(*ClientConfig)) (*sim.Simulator, *Client) {
+func startSim(t testing.TB, cfg ontapsim.Config, edit func(*ClientConfig)) (*ontapsim.Simulator, *Client) {
 	t.Helper()
 	if cfg.SVM == "" {
 		cfg.SVM, cfg.Username, cfg.Password = "svm0", "admin", "secret"
 	}
-	s, err := sim.New(cfg)
+	s, err := ontapsim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func check(t *testing.T, err error) {
 }
 
 func TestSimClusterDiscovery(t *testing.T) {
-	s, c := startSim(t, sim.Config{}, nil)
+	s, c := startSim(t, ontapsim.Config{}, nil)
 	ctx := context.Background()
 	info := s.Info()
 
@@ -124,7 +124,7 @@ func TestSimClusterDiscovery(t *testing.T) {
 }
 
 func TestSimAuthAndTLS(t *testing.T) {
-	s, err := sim.New(sim.Config{SVM: "svm0", Username: "admin", Password: "secret"})
+	s, err := ontapsim.New(ontapsim.Config{SVM: "svm0", Username: "admin", Password: "secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestSimAuthAndTLS(t *testing.T) {
 		t.Fatalf("certificate auth: %v", err)
 	}
 	// Backend config → client, end to end, with the CA from the config.
-	cfg, err := ParseBackendConfig("sim.yaml", []byte(
+	cfg, err := ParseBackendConfig("ontapsim.yaml", []byte(
 		"version: 1\nstorageDriverName: ontap-nas\nmanagementLIF: \""+host+"\"\nsvm: svm0\nusername: admin\npassword: secret\n"+
 			"trustedCACertificate: |\n  "+strings.ReplaceAll(strings.TrimSpace(string(s.CACertificatePEM())), "\n", "\n  ")+"\n"), "")
 	if err != nil {
@@ -193,7 +193,7 @@ func TestSimAuthAndTLS(t *testing.T) {
 }
 
 func TestSimVolumeSnapshotCloneLifecycle(t *testing.T) {
-	s, c := startSim(t, sim.Config{}, nil)
+	s, c := startSim(t, ontapsim.Config{}, nil)
 	ctx := context.Background()
 	aggr := s.Info().Aggregates[0]
 
@@ -272,7 +272,7 @@ func TestSimVolumeSnapshotCloneLifecycle(t *testing.T) {
 }
 
 func TestSimExportPolicies(t *testing.T) {
-	s, c := startSim(t, sim.Config{}, nil)
+	s, c := startSim(t, ontapsim.Config{}, nil)
 	ctx := context.Background()
 	pol := must(c.CreateExportPolicy(ctx, "trident_pvc_1"))(t)
 	if pol.ID == 0 || pol.Name != "trident_pvc_1" {
@@ -321,7 +321,7 @@ func TestSimExportPolicies(t *testing.T) {
 }
 
 func TestSimLUNsIgroupsMaps(t *testing.T) {
-	s, c := startSim(t, sim.Config{}, nil)
+	s, c := startSim(t, ontapsim.Config{}, nil)
 	ctx := context.Background()
 	check(t, c.CreateVolume(ctx, VolumeCreate{Name: "trident_pvc_1", Aggregate: s.Info().Aggregates[0], Size: 2 << 30, SpaceReserve: "none"}))
 	lun := must(c.CreateLUN(ctx, LUNCreate{Path: "/vol/trident_pvc_1/lun0", Size: 1 << 30, SpaceAllocation: true}))(t)
@@ -444,20 +444,20 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 func TestSimFaultsEachKind(t *testing.T) {
 	const name = "trident_pvc_f"
 	for _, tc := range []struct {
-		rule      sim.FaultRule
+		rule      ontapsim.FaultRule
 		wantClass Class // ClassUnknown: the create succeeds
 		wantSleep time.Duration
 	}{
-		{rule: sim.FaultRule{Kind: sim.FaultThrottle, RetryAfter: 2}, wantSleep: 2 * time.Second},
-		{rule: sim.FaultRule{Kind: sim.FaultUnavailable}},
-		{rule: sim.FaultRule{Kind: sim.FaultLocked}},
-		{rule: sim.FaultRule{Kind: sim.FaultDrop}},
-		{rule: sim.FaultRule{Kind: sim.FaultDropAfterCommit}},
-		{rule: sim.FaultRule{Kind: sim.FaultJob, Code: 524486}, wantClass: ClassInUse},
-		{rule: sim.FaultRule{Kind: sim.FaultJob, Code: 917508}, wantClass: ClassNotFound},
+		{rule: ontapsim.FaultRule{Kind: ontapsim.FaultThrottle, RetryAfter: 2}, wantSleep: 2 * time.Second},
+		{rule: ontapsim.FaultRule{Kind: ontapsim.FaultUnavailable}},
+		{rule: ontapsim.FaultRule{Kind: ontapsim.FaultLocked}},
+		{rule: ontapsim.FaultRule{Kind: ontapsim.FaultDrop}},
+		{rule: ontapsim.FaultRule{Kind: ontapsim.FaultDropAfterCommit}},
+		{rule: ontapsim.FaultRule{Kind: ontapsim.FaultJob, Code: 524486}, wantClass: ClassInUse},
+		{rule: ontapsim.FaultRule{Kind: ontapsim.FaultJob, Code: 917508}, wantClass: ClassNotFound},
 	} {
 		t.Run(string(tc.rule.Kind)+"-"+strconv.Itoa(tc.rule.Code), func(t *testing.T) {
-			s, c := startSim(t, sim.Config{}, nil)
+			s, c := startSim(t, ontapsim.Config{}, nil)
 			rec := &sleepRecorder{}
 			c.sleep = rec.sleep
 			aggr := s.Info().Aggregates[0]
@@ -466,7 +466,7 @@ func TestSimFaultsEachKind(t *testing.T) {
 			}
 			rule := tc.rule
 			rule.Method, rule.Path, rule.Rate, rule.Limit = "POST", "/storage/volumes", 1, 1
-			s.SetFaults([]sim.FaultRule{rule})
+			s.SetFaults([]ontapsim.FaultRule{rule})
 			err := c.CreateVolume(context.Background(), VolumeCreate{Name: name, Aggregate: aggr, Size: 1 << 30, JunctionPath: "/" + name})
 			if st := s.Stats(); st.Faults != 1 {
 				t.Fatalf("%d faults injected, want 1", st.Faults)

@@ -330,7 +330,6 @@ func TestBadCommandLines(t *testing.T) {
 		{"status: stray argument", []string{"status", "now"}, 2, `ontap-csi status: unexpected argument "now"`},
 		{"deregister: bad timeout", []string{"deregister", "--timeout=x"}, 2, `ontap-csi deregister: invalid value "x" for flag -timeout`},
 		{"probe: unknown endpoint", []string{"probe", "--pod-uid=u", "metrics"}, 2, "ontap-csi probe: want one of readyz, healthz"},
-		{"sim: unknown flag", []string{"sim", "--bogus"}, 2, "ontap-csi sim: flag provided but not defined: -bogus"},
 		{"version: argument", []string{"version", "x"}, 2, "usage: ontap-csi version"},
 		{"drain timeout", []string{"--csi_role=node", "--csi_endpoint=" + ep, "--csi_node_name=n", "--drain-timeout=-1s"}, 2, "--drain-timeout -1s must be positive"},
 		{"mkfs cap", []string{"--csi_role=node", "--csi_endpoint=" + ep, "--csi_node_name=n", "--max-formats=0"}, 2, "--max-formats 0 must be at least 1"},

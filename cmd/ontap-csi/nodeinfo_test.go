@@ -22,11 +22,11 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/client-go/rest"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/controller/kubenodes"
 	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/node/kubenode"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/tridentcerts"
 )
 
@@ -231,7 +231,7 @@ func TestStandaloneAttach(t *testing.T) {
 		t.Cleanup(func() { srv.Close() })
 	}
 	serveTLS("127.0.0.1:6443", api)
-	if c.sim, err = sim.New(sim.Config{Password: ontapPassword}); err != nil {
+	if c.sim, err = ontapsim.New(ontapsim.Config{Password: ontapPassword}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.sim.Close() })

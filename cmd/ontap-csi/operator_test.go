@@ -27,7 +27,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/tridentcerts"
 )
 
@@ -69,7 +69,7 @@ type cluster struct {
 	isolate string // worker-2's network: the API, but no controller
 	saCtrl  string
 	saNode  string
-	sim     *sim.Simulator
+	sim     *ontapsim.Simulator
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -102,7 +102,7 @@ func newCluster(t *testing.T) *cluster {
 	}
 
 	// ONTAP, reachable from the cluster network over TLS.
-	if c.sim, err = sim.New(sim.Config{Password: ontapPassword}); err != nil {
+	if c.sim, err = ontapsim.New(ontapsim.Config{Password: ontapPassword}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.sim.Close() })

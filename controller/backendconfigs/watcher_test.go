@@ -27,7 +27,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 const (
@@ -59,7 +59,7 @@ type env struct {
 	t       *testing.T
 	dataDir string
 	addr    string // the simulator's host:port, kept across restarts
-	sim     *sim.Simulator
+	sim     *ontapsim.Simulator
 	dyn     *dynamicfake.FakeDynamicClient
 	w       *Watcher
 	logs    *logs
@@ -140,7 +140,7 @@ var logOutput = logrus.StandardLogger().Out
 
 func (e *env) startSim(password, addr string) {
 	e.t.Helper()
-	s, err := sim.New(sim.Config{Password: password, DataDir: e.dataDir})
+	s, err := ontapsim.New(ontapsim.Config{Password: password, DataDir: e.dataDir})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
 	"github.com/ontap-csi/ontap-csi/node/iscsi"
 	"github.com/ontap-csi/ontap-csi/test/shims/iscsi/shim"
@@ -48,7 +48,7 @@ type rig struct {
 func newRig(t testing.TB, multipath bool) *rig {
 	t.Helper()
 	shimtest.Available(t)
-	s, err := sim.New(sim.Config{})
+	s, err := ontapsim.New(ontapsim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ type artifacts struct {
 }
 
 // buildArtifacts builds (or finds in the cache) the Kubernetes binaries,
-// builds ontap-csi, the NFS shim, the legacy registrar emulation and this
+// builds ontap-csi, the ONTAP simulator, the NFS shim, the legacy registrar emulation and this
 // module's helpers, and writes the images.
 func buildArtifacts(ctx context.Context, t *testing.T, repo, module string) (artifacts, error) {
 	var a artifacts
@@ -34,6 +34,7 @@ func buildArtifacts(ctx context.Context, t *testing.T, repo, module string) (art
 	}
 	builds := map[string]struct{ module, pkg string }{
 		"ontap-csi": {repo, "./cmd/ontap-csi"},
+		"ontap-sim": {repo, "./cmd/ontap-sim"},
 		// test/shims/nfs stands in for the node's NFS client (nfs-common's
 		// mount.nfs helper, which mount(8) runs for -t nfs).
 		"mount.nfs": {repo, "./test/shims/nfs"},

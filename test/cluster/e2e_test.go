@@ -144,7 +144,7 @@ func (s *suite) setup(ctx context.Context, t *testing.T, repo string) {
 	c := s.cluster
 	simDir := filepath.Join(c.Root, "sim")
 	simAddr := net.JoinHostPort(localcluster.NodeIP, simPort)
-	if _, err := c.StartProcess("ontap-sim", []string{filepath.Join(s.bin, "ontap-csi"), "sim",
+	if _, err := c.StartProcess("ontap-sim", []string{filepath.Join(s.bin, "ontap-sim"),
 		"--listen", simAddr, "--data-dir", simDir, "--nfs-lifs", simNFSLIF}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/registration"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 )
@@ -105,7 +105,7 @@ func (r *run) step(format string, args ...any) {
 // rollout to ds-3; then everything undone.
 func runOurs(t *testing.T, bin string, tools kubeletTools) *run {
 	roots := plugintest.NewRoots(t)
-	s := plugintest.StartSim(t, roots, sim.Config{})
+	s := plugintest.StartSim(t, roots, ontapsim.Config{})
 	iscsi := plugintest.StartISCSI(t, roots, s, nodeIQN)
 	backendDir := filepath.Join(roots.Root, "backends")
 	backends := []string{

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 	"github.com/ontap-csi/ontap-csi/test/shims/iscsi/shimtest"
 )
@@ -58,7 +58,7 @@ func (e *iscsiEnv) attachedOnce(t testing.TB, serial string, paths int) {
 // holding lun0, mapped to the node.
 type iscsiVolume struct {
 	id      string
-	lun     sim.LUNInfo
+	lun     ontapsim.LUNInfo
 	lunID   int
 	context map[string]string // Trident's publish context for it
 }
@@ -76,10 +76,10 @@ func (r *rig) makeISCSIVolume(id string, size int64, fsType string) iscsiVolume 
 		}
 	}
 	name := "trident_" + filepathSafe(id)
-	if _, err := r.sim.CreateVolume(sim.VolumeSpec{Name: name, Size: size*2 + 64<<20, Thin: true}); err != nil {
+	if _, err := r.sim.CreateVolume(ontapsim.VolumeSpec{Name: name, Size: size*2 + 64<<20, Thin: true}); err != nil {
 		r.t.Fatal(err)
 	}
-	lun, err := r.sim.CreateLUN(sim.LUNSpec{Path: "/vol/" + name + "/lun0", Size: size})
+	lun, err := r.sim.CreateLUN(ontapsim.LUNSpec{Path: "/vol/" + name + "/lun0", Size: size})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func (r *rig) makeISCSIVolume(id string, size int64, fsType string) iscsiVolume 
 }
 
 // resizeLUN grows a LUN on ONTAP, as ControllerExpandVolume would.
-func (r *rig) resizeLUN(lun sim.LUNInfo, size int64) {
+func (r *rig) resizeLUN(lun ontapsim.LUNInfo, size int64) {
 	r.t.Helper()
 	if _, _, err := r.sim.Do("PATCH", "/api/storage/luns/"+lun.UUID, map[string]any{"space": map[string]any{"size": size}}); err != nil {
 		r.t.Fatal(err)

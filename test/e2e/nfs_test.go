@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/node/tracking"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 )
@@ -33,10 +33,10 @@ func (r *rig) makeNFSVolume(id string, clients ...string) nfsVolume {
 	r.t.Helper()
 	name := "trident_" + filepathSafe(id)
 	policy := "trident_policy_" + filepathSafe(id)
-	if _, err := r.sim.CreateExportPolicy(policy, sim.ExportRule{Clients: clients, Protocols: []string{"nfs"}}); err != nil {
+	if _, err := r.sim.CreateExportPolicy(policy, ontapsim.ExportRule{Clients: clients, Protocols: []string{"nfs"}}); err != nil {
 		r.t.Fatal(err)
 	}
-	if _, err := r.sim.CreateVolume(sim.VolumeSpec{
+	if _, err := r.sim.CreateVolume(ontapsim.VolumeSpec{
 		Name: name, Size: 1 << 30, Thin: true, ExportPolicy: policy, JunctionPath: "/" + name, UnixPermissions: 777,
 	}); err != nil {
 		r.t.Fatal(err)

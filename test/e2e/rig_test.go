@@ -21,7 +21,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 )
 
@@ -54,7 +54,7 @@ func newRig(t testing.TB, opts rigOptions) *rig {
 	t.Helper()
 	plugintest.RequireRoot(t)
 	roots := plugintest.NewRoots(t)
-	r := &rig{t: t, Roots: roots, sim: plugintest.StartSim(t, roots, sim.Config{})}
+	r := &rig{t: t, Roots: roots, sim: plugintest.StartSim(t, roots, ontapsim.Config{})}
 	if opts.iscsi {
 		r.iscsi = newISCSIEnv(t, r)
 		r.backend = plugintest.WriteBackendConfig(t, roots.Root, r.sim.Simulator, ontap.DriverONTAPSAN, nil)

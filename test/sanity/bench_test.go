@@ -14,7 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // The benchmarks time CSI calls against the simulator's realistic latency
@@ -95,7 +95,7 @@ func report(b *testing.B, r *benchResult) {
 }
 
 func benchPlugin(b *testing.B, driver string) *Plugin {
-	p := Start(b, Options{Driver: driver, Sim: sim.Config{Latency: sim.RealisticLatency(), Seed: 42}})
+	p := Start(b, Options{Driver: driver, Sim: ontapsim.Config{Latency: ontapsim.RealisticLatency(), Seed: 42}})
 	// The first call connects the backend (SVM, LIFs, iSCSI service); a
 	// long-running controller has done that long ago.
 	if _, err := p.Controller.GetCapacity(Ctx(b), &csi.GetCapacityRequest{}); err != nil {

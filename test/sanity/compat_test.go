@@ -9,7 +9,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // Volumes made by Trident, set up on the simulator the way Trident 20.10
@@ -33,7 +33,7 @@ const (
 // new controller attached to the same simulator.
 type controllerCalls struct {
 	t   *testing.T
-	s   *sim.Simulator
+	s   *ontapsim.Simulator
 	o   Options
 	cap *csi.VolumeCapability
 }
@@ -125,7 +125,7 @@ func (c *controllerCalls) expandSnapshotCloneDelete() {
 	}
 }
 
-func exportPolicy(s *sim.Simulator, name string) *sim.ExportPolicyInfo {
+func exportPolicy(s *ontapsim.Simulator, name string) *ontapsim.ExportPolicyInfo {
 	for _, p := range s.ExportPolicies() {
 		if p.Name == name {
 			return &p
@@ -134,7 +134,7 @@ func exportPolicy(s *sim.Simulator, name string) *sim.ExportPolicyInfo {
 	return nil
 }
 
-func ruleClients(p *sim.ExportPolicyInfo) []string {
+func ruleClients(p *ontapsim.ExportPolicyInfo) []string {
 	var out []string
 	for _, r := range p.Rules {
 		out = append(out, strings.Join(r.Clients, ","))
@@ -159,9 +159,9 @@ func TestTrident2010NAS(t *testing.T) {
 	s := p.Sim
 	var err error
 	// The shared policy admits another node only: ours is missing.
-	_, err = s.CreateExportPolicy(tridentBackendPolicy, sim.ExportRule{Clients: []string{"10.10.0.9"}, Protocols: []string{"nfs"}})
+	_, err = s.CreateExportPolicy(tridentBackendPolicy, ontapsim.ExportRule{Clients: []string{"10.10.0.9"}, Protocols: []string{"nfs"}})
 	must(t, err)
-	_, err = s.CreateVolume(sim.VolumeSpec{
+	_, err = s.CreateVolume(ontapsim.VolumeSpec{
 		Name: tridentInternal, Size: gib, Thin: true, ExportPolicy: tridentBackendPolicy,
 		JunctionPath: "/" + tridentInternal, SnapshotPolicy: "none", UnixPermissions: 777,
 	})
@@ -203,7 +203,7 @@ func TestTrident2606NAS(t *testing.T) {
 	_, err = s.CreateExportPolicy("trident_empty")
 	must(t, err)
 	zero := 0
-	_, err = s.CreateVolume(sim.VolumeSpec{
+	_, err = s.CreateVolume(ontapsim.VolumeSpec{
 		Name: tridentInternal, Size: gib, Thin: true, ExportPolicy: "trident_empty", JunctionPath: "/" + tridentInternal,
 		SnapshotPolicy: "none", SnapshotReserve: &zero, Comment: tridentLabels, UnixPermissions: 777,
 	})
@@ -244,9 +244,9 @@ func TestTrident2010SAN(t *testing.T) {
 	s := p.Sim
 	var err error
 	zero := 0
-	_, err = s.CreateVolume(sim.VolumeSpec{Name: tridentInternal, Size: gib * 11 / 10, Thin: true, SnapshotPolicy: "none", SnapshotReserve: &zero})
+	_, err = s.CreateVolume(ontapsim.VolumeSpec{Name: tridentInternal, Size: gib * 11 / 10, Thin: true, SnapshotPolicy: "none", SnapshotReserve: &zero})
 	must(t, err)
-	_, err = s.CreateLUN(sim.LUNSpec{Path: "/vol/" + tridentInternal + "/lun0", Size: gib,
+	_, err = s.CreateLUN(ontapsim.LUNSpec{Path: "/vol/" + tridentInternal + "/lun0", Size: gib,
 		Attributes: map[string]string{"com.netapp.ndvp.fstype": "ext4", "context": "csi"}})
 	must(t, err)
 	_, err = s.CreateIGroup("trident", "", "", NodeIQN, "iqn.1994-05.com.redhat:other-node")
@@ -285,10 +285,10 @@ func TestTrident2606SAN(t *testing.T) {
 	var err error
 	zero := 0
 	lun := "/vol/" + tridentInternal + "/lun0"
-	_, err = s.CreateVolume(sim.VolumeSpec{Name: tridentInternal, Size: gib * 11 / 10, Thin: true, SnapshotPolicy: "none",
+	_, err = s.CreateVolume(ontapsim.VolumeSpec{Name: tridentInternal, Size: gib * 11 / 10, Thin: true, SnapshotPolicy: "none",
 		SnapshotReserve: &zero, Comment: tridentLabels})
 	must(t, err)
-	_, err = s.CreateLUN(sim.LUNSpec{Path: lun, Size: gib, Attributes: map[string]string{"com.netapp.ndvp.fstype": "xfs", "context": "csi"}})
+	_, err = s.CreateLUN(ontapsim.LUNSpec{Path: lun, Size: gib, Attributes: map[string]string{"com.netapp.ndvp.fstype": "xfs", "context": "csi"}})
 	must(t, err)
 	tridentIgroup := NodeID + "-" + tridentUUID
 	_, err = s.CreateIGroup(tridentIgroup, "", "", NodeIQN)

@@ -13,24 +13,24 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // transientFaults is ONTAP misbehaving the way the client must survive:
 // overload answers, dropped connections (before and after the request took
 // effect), and jobs failing with errors a retry gets past.
-var transientFaults = []sim.FaultRule{
-	{Path: "*", Rate: 0.04, Kind: sim.FaultUnavailable},
-	{Path: "*", Rate: 0.03, Kind: sim.FaultThrottle, RetryAfter: 0},
-	{Path: "*", Rate: 0.03, Kind: sim.FaultDrop},
-	{Path: "*", Rate: 0.03, Kind: sim.FaultDropAfterCommit},
-	{Path: "*", Rate: 0.02, Kind: sim.FaultLocked},
-	{Method: "POST", Path: "/storage/volumes", Rate: 0.05, Kind: sim.FaultJob, Code: 460770},
-	{Method: "DELETE", Path: "/storage/volumes/{uuid}", Rate: 0.05, Kind: sim.FaultJob, Code: 524486},
-	{Method: "POST", Path: "/storage/luns", Rate: 0.05, Kind: sim.FaultJob, Code: 460770},
-	{Method: "PATCH", Path: "/storage/volumes/{uuid}", Rate: 0.05, Kind: sim.FaultJob, Code: 460770},
-	{Method: "POST", Path: "/protocols/san/lun-maps", Rate: 0.05, Kind: sim.FaultJob, Code: 460770},
-	{Method: "POST", Path: "/protocols/nfs/export-policies/{policy.id}/rules", Rate: 0.05, Kind: sim.FaultJob, Code: 460770},
+var transientFaults = []ontapsim.FaultRule{
+	{Path: "*", Rate: 0.04, Kind: ontapsim.FaultUnavailable},
+	{Path: "*", Rate: 0.03, Kind: ontapsim.FaultThrottle, RetryAfter: 0},
+	{Path: "*", Rate: 0.03, Kind: ontapsim.FaultDrop},
+	{Path: "*", Rate: 0.03, Kind: ontapsim.FaultDropAfterCommit},
+	{Path: "*", Rate: 0.02, Kind: ontapsim.FaultLocked},
+	{Method: "POST", Path: "/storage/volumes", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 460770},
+	{Method: "DELETE", Path: "/storage/volumes/{uuid}", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 524486},
+	{Method: "POST", Path: "/storage/luns", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 460770},
+	{Method: "PATCH", Path: "/storage/volumes/{uuid}", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 460770},
+	{Method: "POST", Path: "/protocols/san/lun-maps", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 460770},
+	{Method: "POST", Path: "/protocols/nfs/export-policies/{policy.id}/rules", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 460770},
 }
 
 // provisioner retries a CSI call with the same arguments until it succeeds,
@@ -67,16 +67,16 @@ func TestFaultsLeaveNoOrphans(t *testing.T) {
 		t.Skip("long")
 	}
 	ms := time.Millisecond
-	latency := sim.LatencyModel{
+	latency := ontapsim.LatencyModel{
 		// Jobs long enough that some attempts time out while their job
 		// still runs, short enough to keep the test quick.
-		VolumeCreate: sim.Range{Min: 10 * ms, Max: 100 * ms}, VolumeDelete: sim.Range{Min: 10 * ms, Max: 100 * ms},
-		VolumePatch: sim.Range{Min: 2 * ms, Max: 50 * ms}, LUNCreate: sim.Range{Min: 2 * ms, Max: 50 * ms},
+		VolumeCreate: ontapsim.Range{Min: 10 * ms, Max: 100 * ms}, VolumeDelete: ontapsim.Range{Min: 10 * ms, Max: 100 * ms},
+		VolumePatch: ontapsim.Range{Min: 2 * ms, Max: 50 * ms}, LUNCreate: ontapsim.Range{Min: 2 * ms, Max: 50 * ms},
 	}
 	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
 			t.Parallel()
-			p := Start(t, Options{Driver: driver, FastRetries: true, Sim: sim.Config{Latency: latency, Seed: 7}})
+			p := Start(t, Options{Driver: driver, FastRetries: true, Sim: ontapsim.Config{Latency: latency, Seed: 7}})
 			p.Sim.SetFaults(transientFaults)
 			caps := mountCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
 			total, failures := 0, map[codes.Code]int{}
@@ -119,7 +119,7 @@ func TestFaultsLeaveNoOrphans(t *testing.T) {
 }
 
 // waitJobs waits until the simulator runs no job.
-func waitJobs(t *testing.T, s *sim.Simulator) {
+func waitJobs(t *testing.T, s *ontapsim.Simulator) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -159,7 +159,7 @@ func TestInterruptedCloneIsCompleted(t *testing.T) {
 				VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
 					Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap.Snapshot.SnapshotId}}}}
 			// The PATCH that gives the clone its own comment fails.
-			p.Sim.SetFaults([]sim.FaultRule{{Method: "PATCH", Path: "/storage/volumes/{uuid}", Rate: 1, Kind: sim.FaultJob, Code: 460770, Limit: 1}})
+			p.Sim.SetFaults([]ontapsim.FaultRule{{Method: "PATCH", Path: "/storage/volumes/{uuid}", Rate: 1, Kind: ontapsim.FaultJob, Code: 460770, Limit: 1}})
 			if _, err := p.Controller.CreateVolume(Ctx(t), req); err == nil {
 				t.Fatal("clone create succeeded despite the fault")
 			}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/server"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
@@ -59,7 +59,7 @@ type Options struct {
 	Driver string
 	// Backend holds extra or overriding keys of the backend config.
 	Backend map[string]any
-	Sim     sim.Config
+	Sim     ontapsim.Config
 	// FastRetries shortens the ONTAP client's retry delays (fault tests).
 	FastRetries bool
 }
@@ -70,7 +70,7 @@ type Options struct {
 // ontap.NewBackend, controller.New), its node known to the in-process node
 // registry, served over a unix socket.
 type Plugin struct {
-	Sim        *sim.Simulator
+	Sim        *ontapsim.Simulator
 	Nodes      *controller.Nodes
 	Backend    backends.Backend
 	ConfigFile string
@@ -81,7 +81,7 @@ type Plugin struct {
 // on it. All of it is torn down when the test ends.
 func Start(t testing.TB, o Options) *Plugin {
 	t.Helper()
-	s, err := sim.New(o.Sim)
+	s, err := ontapsim.New(o.Sim)
 	if err != nil {
 		t.Fatalf("simulator: %v", err)
 	}
@@ -94,7 +94,7 @@ func Start(t testing.TB, o Options) *Plugin {
 
 // Attach runs an in-process controller on a running simulator: a second
 // one on the same simulator is a restarted controller, or a second replica.
-func Attach(t testing.TB, s *sim.Simulator, o Options) *Plugin {
+func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 	t.Helper()
 	dir := t.TempDir()
 	cfgFile := plugintest.WriteBackendConfig(t, dir, s, o.Driver, backendKeys(o.Driver, o.Backend))

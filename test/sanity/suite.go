@@ -8,7 +8,7 @@ import (
 	csisanity "github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 )
 
@@ -25,7 +25,7 @@ import (
 func Run(t *testing.T, driver string) {
 	plugintest.RequireRoot(t)
 	roots := plugintest.NewRoots(t)
-	s := plugintest.StartSim(t, roots, sim.Config{})
+	s := plugintest.StartSim(t, roots, ontapsim.Config{})
 	o := plugintest.Options{
 		Roots:    roots,
 		Sim:      s,

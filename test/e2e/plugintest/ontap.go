@@ -8,25 +8,25 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // Sim is an ONTAP simulator serving HTTPS on the loopback, its state and
 // backing files below the test's root.
 type Sim struct {
-	*sim.Simulator
+	*ontapsim.Simulator
 	URL    string
 	CAFile string // the simulator's CA, for the shims (ONTAP_SIM_CA)
 }
 
 // StartSim starts a simulator with cfg (DataDir defaults to <root>/sim) and
 // closes it when the test ends.
-func StartSim(t testing.TB, r Roots, cfg sim.Config) *Sim {
+func StartSim(t testing.TB, r Roots, cfg ontapsim.Config) *Sim {
 	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = filepath.Join(r.Root, "sim")
 	}
-	s, err := sim.New(cfg)
+	s, err := ontapsim.New(cfg)
 	if err != nil {
 		t.Fatalf("simulator: %v", err)
 	}
@@ -46,7 +46,7 @@ func StartSim(t testing.TB, r Roots, cfg sim.Config) *Sim {
 // ("ontap-nas", "ontap-san") on s into dir, with the credentials in a file
 // beside it, as an operator would, and returns its path. extra adds or
 // overrides keys.
-func WriteBackendConfig(t testing.TB, dir string, s *sim.Simulator, driver string, extra map[string]any) string {
+func WriteBackendConfig(t testing.TB, dir string, s *ontapsim.Simulator, driver string, extra map[string]any) string {
 	t.Helper()
 	u, err := url.Parse(s.URL())
 	if err != nil {
@@ -89,7 +89,7 @@ func writeJSON(t testing.TB, path string, v any) {
 // that should be gone: volumes, LUNs, igroups, and export policies other
 // than the SVM's "default" and the backend's empty policy
 // ("<storagePrefix>empty", which Trident keeps too).
-func AssertONTAPClean(t testing.TB, s *sim.Simulator) {
+func AssertONTAPClean(t testing.TB, s *ontapsim.Simulator) {
 	t.Helper()
 	for _, v := range s.Volumes() {
 		if !v.IsSVMRoot {

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap/sim"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/shims/iscsi/shim"
 	"github.com/ontap-csi/ontap-csi/test/shims/iscsi/shimtest"
 )
@@ -32,7 +32,7 @@ type fixture struct {
 
 func setup(t *testing.T, multipath bool) *fixture {
 	shimtest.Available(t)
-	s, err := sim.New(sim.Config{})
+	s, err := ontapsim.New(ontapsim.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
