@@ -15,9 +15,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
-	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
 	"github.com/ontap-csi/ontap-csi/node/iscsi"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/shims/iscsi/shim"
 	"github.com/ontap-csi/ontap-csi/test/shims/iscsi/shimtest"
 )

@@ -26,9 +26,9 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/registration"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 const (

@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/shims/iscsi/shimtest"
 )
 

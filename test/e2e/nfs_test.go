@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/node/tracking"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // nfsVolume is an ONTAP volume the controller would have made: a volume

@@ -21,8 +21,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // TestMain shares the builds of ontap-csi and of the shims among the tests.

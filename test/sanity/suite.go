@@ -8,8 +8,8 @@ import (
 	csisanity "github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // Run runs csi-sanity, node specs included, against the real binary —
