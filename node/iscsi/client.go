@@ -12,7 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
-	"github.com/ontap-csi/ontap-csi/server/volumelock"
+	"github.com/ontap-csi/ontap-csi/node/volumelock"
 )
 
 var (
