@@ -86,7 +86,7 @@ func (s *Service) ensureStagingMount(ctx context.Context, volumeID string, info 
 	if err != nil {
 		return err
 	}
-	fsType, _, err := s.probe(ctx, dev.Path)
+	fsType, _, err := s.signatures(ctx, dev.Path)
 	if err != nil {
 		return internal("%v", err)
 	}

@@ -207,6 +207,12 @@ func (t Target) normalized() (Target, error) {
 	return t, nil
 }
 
+// log is the logger for work on t within the call of ctx, whose request id
+// it carries (server.RequestIDHook).
+func (t Target) log(ctx context.Context) *logrus.Entry {
+	return logrus.WithContext(ctx).WithFields(t.fields())
+}
+
 func (t Target) fields() logrus.Fields {
 	return logrus.Fields{"target": t.IQN, "lun": t.LUN, "serial": t.Serial}
 }
