@@ -30,7 +30,7 @@ func (c *Client) Attach(ctx context.Context, t Target) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := logrus.WithFields(t.fields())
+	log := t.log(ctx)
 	mp, err := c.multipathActive(ctx)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func pickSession(ss []sessionDevs, lun int) sessionDevs {
 // (all of them for multipath, one otherwise) and returns the sessions to
 // t.Portals in portal order.
 func (c *Client) ensureSessions(ctx context.Context, t Target, mp bool) ([]sessionDevs, error) {
-	log := logrus.WithFields(t.fields())
+	log := t.log(ctx)
 	all, err := c.sessions(ctx)
 	if err != nil {
 		return nil, err
