@@ -2,14 +2,13 @@ package node
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"path/filepath"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc/codes"
 
-	"github.com/ontap-csi/ontap-csi/node/iscsi"
 	"github.com/ontap-csi/ontap-csi/node/tracking"
 )
 
@@ -78,11 +77,8 @@ func (s *Service) expand(ctx context.Context, req *csi.NodeExpandVolumeRequest) 
 	// Resize waits (bounded) for the LUN to reach the required size;
 	// short of it, kubelet retries.
 	size, err := s.iscsi.Resize(ctx, iscsiTarget(&info.PublishInfo), required)
-	if errors.Is(err, iscsi.ErrNotAttached) {
-		return nil, internal("the LUN of volume %s to expand is not attached", volumeID)
-	}
 	if err != nil {
-		return nil, iscsiError("grow the LUN of volume "+volumeID, err)
+		return nil, fmt.Errorf("grow the LUN of volume %s: %w", volumeID, err)
 	}
 	if vc.block || info.FilesystemType == fsRaw {
 		return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil

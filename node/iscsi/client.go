@@ -16,7 +16,8 @@ import (
 )
 
 var (
-	// ErrNotAttached: no SCSI device of the LUN (with its serial) is present.
+	// ErrNotAttached: Resize found no SCSI device of the LUN (with its
+	// serial).
 	ErrNotAttached = errors.New("iSCSI LUN is not attached")
 	// ErrAuthFailed: the target refused every login with a CHAP error.
 	ErrAuthFailed = errors.New("iSCSI login failed: authorization failure")

@@ -84,7 +84,9 @@ func orderByPortal(ss []session, portals []string) []session {
 	return out
 }
 
-// Find returns the attached device of t, or ErrNotAttached.
+// Find returns the attached device of t, nil when it is not attached: an
+// answer, not a failure, whose meaning is the caller's (a volume to publish
+// that is not staged, an unhealthy volume, a stage to do).
 func (c *Client) Find(ctx context.Context, t Target) (*Device, error) {
 	t, err := t.normalized()
 	if err != nil {
@@ -95,7 +97,7 @@ func (c *Client) Find(ctx context.Context, t Target) (*Device, error) {
 		return nil, err
 	}
 	if len(paths) == 0 {
-		return nil, ErrNotAttached
+		return nil, nil
 	}
 	return c.device(t, paths)
 }
