@@ -36,7 +36,7 @@ func (s *Service) publish(ctx context.Context, req *csi.ControllerPublishVolumeR
 	if err != nil {
 		return nil, err
 	}
-	unlock, ok := s.locks.tryLock(volumeKey(id))
+	unlock, ok := s.locks.TryLock(volumeKey(id))
 	if !ok {
 		return nil, pending(id)
 	}
@@ -93,7 +93,7 @@ func (s *Service) unpublish(ctx context.Context, req *csi.ControllerUnpublishVol
 	if id == "" {
 		return invalidArg("volume ID is required")
 	}
-	unlock, ok := s.locks.tryLock(volumeKey(id))
+	unlock, ok := s.locks.TryLock(volumeKey(id))
 	if !ok {
 		return pending(id)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/internal/keymutex"
 )
 
 // Config is what the controller serves.
@@ -50,7 +51,7 @@ type Service struct {
 	static []backends.Backend
 	source BackendSource
 	nodes  NodeRegistry
-	locks  keyLocks
+	locks  keymutex.Mutex // keys in locks.go
 }
 
 // New returns a controller serving cfg's backends. With none it still
@@ -71,7 +72,6 @@ func New(cfg Config) (*Service, error) {
 		static: append([]backends.Backend(nil), cfg.Backends...),
 		source: cfg.BackendSource,
 		nodes:  cfg.Nodes,
-		locks:  keyLocks{held: map[string]struct{}{}},
 	}, nil
 }
 

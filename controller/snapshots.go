@@ -32,14 +32,14 @@ func (s *Service) createSnapshot(ctx context.Context, req *csi.CreateSnapshotReq
 	if volID == "" {
 		return nil, invalidArg("source volume ID is required")
 	}
-	unlock, ok := s.locks.tryLock(snapshotKey(name))
+	unlock, ok := s.locks.TryLock(snapshotKey(name))
 	if !ok {
 		return nil, pending("snapshot " + name)
 	}
 	defer unlock()
 	// The source volume too, as DeleteSnapshot, DeleteVolume and expand
 	// take it: a snapshot must not be cut while its volume goes away.
-	unlockVol, ok := s.locks.tryLock(volumeKey(volID))
+	unlockVol, ok := s.locks.TryLock(volumeKey(volID))
 	if !ok {
 		return nil, pending(volID)
 	}
@@ -81,7 +81,7 @@ func (s *Service) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotReq
 	if !ok {
 		return &csi.DeleteSnapshotResponse{}, nil
 	}
-	unlock, ok := s.locks.tryLock(volumeKey(volID))
+	unlock, ok := s.locks.TryLock(volumeKey(volID))
 	if !ok {
 		return nil, grpcError(pending(volID))
 	}

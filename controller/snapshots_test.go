@@ -106,7 +106,7 @@ func TestCreateSnapshotWaitsForItsVolume(t *testing.T) {
 	s, nas, _ := newService(t)
 	nas.vols["v1"] = &backends.Volume{ID: "v1", SizeBytes: gib}
 	req := &csi.CreateSnapshotRequest{Name: "s1", SourceVolumeId: "v1"}
-	unlock, ok := s.locks.tryLock(volumeKey("v1"))
+	unlock, ok := s.locks.TryLock(volumeKey("v1"))
 	if !ok {
 		t.Fatal("volume lock taken")
 	}

@@ -45,7 +45,7 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 		return nil, invalidArg("mutable parameters (VolumeAttributesClass) are not supported")
 	}
 
-	unlock, ok := s.locks.tryLock(volumeKey(name))
+	unlock, ok := s.locks.TryLock(volumeKey(name))
 	if !ok {
 		return nil, pending(name)
 	}
@@ -183,7 +183,7 @@ func (s *Service) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest
 	if id == "" {
 		return nil, grpcError(invalidArg("volume ID is required"))
 	}
-	unlock, ok := s.locks.tryLock(volumeKey(id))
+	unlock, ok := s.locks.TryLock(volumeKey(id))
 	if !ok {
 		return nil, grpcError(pending(id))
 	}
@@ -324,7 +324,7 @@ func (s *Service) expandVolume(ctx context.Context, req *csi.ControllerExpandVol
 			return nil, err
 		}
 	}
-	unlock, ok := s.locks.tryLock(volumeKey(id))
+	unlock, ok := s.locks.TryLock(volumeKey(id))
 	if !ok {
 		return nil, pending(id)
 	}

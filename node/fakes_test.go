@@ -182,16 +182,20 @@ type fakeInitiator struct {
 	size    int64
 	attach  int
 	detach  int
+	fail    map[string]error // method -> its scripted failure
 }
 
 func newFakeInitiator(t *testing.T) *fakeInitiator {
-	return &fakeInitiator{dir: t.TempDir(), devices: map[string]string{}, size: 4 << 20}
+	return &fakeInitiator{dir: t.TempDir(), devices: map[string]string{}, size: 4 << 20, fail: map[string]error{}}
 }
 
 func (f *fakeInitiator) Attach(_ context.Context, t iscsi.Target) (*iscsi.Device, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.attach++
+	if err := f.fail["Attach"]; err != nil {
+		return nil, err
+	}
 	dev, ok := f.devices[t.Serial]
 	if !ok {
 		dev = filepath.Join(f.dir, "dev-"+t.Serial)
@@ -210,6 +214,9 @@ func (f *fakeInitiator) Detach(_ context.Context, t iscsi.Target) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.detach++
+	if err := f.fail["Detach"]; err != nil {
+		return err
+	}
 	delete(f.devices, t.Serial)
 	return nil
 }
@@ -217,9 +224,12 @@ func (f *fakeInitiator) Detach(_ context.Context, t iscsi.Target) error {
 func (f *fakeInitiator) Find(_ context.Context, t iscsi.Target) (*iscsi.Device, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.fail["Find"]; err != nil {
+		return nil, err
+	}
 	dev, ok := f.devices[t.Serial]
 	if !ok {
-		return nil, iscsi.ErrNotAttached
+		return nil, nil
 	}
 	return &iscsi.Device{Path: dev, Size: f.size}, nil
 }
@@ -227,6 +237,9 @@ func (f *fakeInitiator) Find(_ context.Context, t iscsi.Target) (*iscsi.Device, 
 func (f *fakeInitiator) Resize(_ context.Context, t iscsi.Target, minBytes int64) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.fail["Resize"]; err != nil {
+		return 0, err
+	}
 	if _, ok := f.devices[t.Serial]; !ok {
 		return 0, iscsi.ErrNotAttached
 	}

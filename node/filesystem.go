@@ -14,16 +14,16 @@ import (
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
 )
 
-// probe returns the file system type and partition table type blkid finds
-// on dev, "" for none. It probes the device itself (-p), not blkid's cache,
-// which may predate the LUN.
-func (s *Service) probe(ctx context.Context, dev string) (fsType, ptType string, err error) {
+// signatures returns the file system type and partition table type blkid
+// finds on dev, "" for none. It reads the device itself (-p), not blkid's
+// cache, which may predate the LUN.
+func (s *Service) signatures(ctx context.Context, dev string) (fsType, ptType string, err error) {
 	out, err := s.exec.Run(ctx, "blkid", "-p", "-s", "TYPE", "-s", "PTTYPE", "-o", "export", dev)
 	if hostexec.ExitCode(err) == 2 {
 		return "", "", nil // blkid: nothing identified
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("probe %s: %w", dev, err)
+		return "", "", fmt.Errorf("identify %s: %w", dev, err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
@@ -101,7 +101,7 @@ func (s *Service) ensureFilesystem(ctx context.Context, dev, fsType string, resu
 	if resume {
 		log.Warn("a format of this LUN by this node was interrupted; formatting it again")
 	} else {
-		existing, pt, err := s.probe(ctx, dev)
+		existing, pt, err := s.signatures(ctx, dev)
 		if err != nil {
 			return internal("%v", err)
 		}

@@ -179,24 +179,9 @@ func parseISCSI(pc map[string]string, info *tracking.PublishInfo) error {
 	}
 	info.IscsiLunNumber = int32(lun)
 
-	count, err := strconv.Atoi(pc[keyPortalCount])
-	if err != nil || count < 1 {
-		return internal("publish context: %s %q is not a positive number", keyPortalCount, pc[keyPortalCount])
-	}
-	if count > maxPortals {
-		return invalidArgument("publish context: %d portals, more than %d", count, maxPortals)
-	}
-	portals := make([]string, 0, count)
-	for i := 1; i <= count; i++ {
-		key := "p" + strconv.Itoa(i)
-		p, ok := pc[key]
-		if !ok || p == "" {
-			return internal("publish context: portal %s missing (%s is %d)", key, keyPortalCount, count)
-		}
-		if !validPortal(p) {
-			return invalidArgument("publish context: portal %s %q is not ip[:port]", key, p)
-		}
-		portals = append(portals, p)
+	portals, err := parsePortals(pc)
+	if err != nil {
+		return err
 	}
 	info.IscsiTargetPortal, info.IscsiPortals = portals[0], portals[1:]
 
@@ -232,6 +217,30 @@ func parseISCSI(pc map[string]string, info *tracking.PublishInfo) error {
 		return parseCHAP(pc, info)
 	}
 	return nil
+}
+
+// parsePortals returns the portals p1..pN, N being the portal count.
+func parsePortals(pc map[string]string) ([]string, error) {
+	count, err := strconv.Atoi(pc[keyPortalCount])
+	if err != nil || count < 1 {
+		return nil, internal("publish context: %s %q is not a positive number", keyPortalCount, pc[keyPortalCount])
+	}
+	if count > maxPortals {
+		return nil, invalidArgument("publish context: %d portals, more than %d", count, maxPortals)
+	}
+	portals := make([]string, 0, count)
+	for i := 1; i <= count; i++ {
+		key := "p" + strconv.Itoa(i)
+		p, ok := pc[key]
+		if !ok || p == "" {
+			return nil, internal("publish context: portal %s missing (%s is %d)", key, keyPortalCount, count)
+		}
+		if !validPortal(p) {
+			return nil, invalidArgument("publish context: portal %s %q is not ip[:port]", key, p)
+		}
+		portals = append(portals, p)
+	}
+	return portals, nil
 }
 
 func parseBoolKey(pc map[string]string, key string) (bool, error) {

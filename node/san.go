@@ -2,7 +2,7 @@ package node
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	"github.com/sirupsen/logrus"
 
@@ -31,32 +31,15 @@ func iscsiTarget(pi *tracking.PublishInfo) iscsi.Target {
 	return t
 }
 
-// iscsiError maps node/iscsi's errors. Every code but InvalidArgument
-// leaves kubelet retrying, which is right for all of them: a CHAP or serial
-// problem is fixed on the storage side and the retry then succeeds.
-func iscsiError(what string, err error) error {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return err
-	case errors.Is(err, iscsi.ErrInvalidTarget):
-		return invalidArgument("%s: %v", what, err)
-	case errors.Is(err, iscsi.ErrAuthFailed):
-		return permissionDenied("%s: %v", what, err)
-	case errors.Is(err, iscsi.ErrSerialMismatch), errors.Is(err, iscsi.ErrDeviceInUse):
-		return failedPrecondition("%s: %v", what, err)
-	}
-	return internal("%s: %v", what, err)
-}
-
 // findDevice returns the attached device of an iSCSI volume. Not attached is
 // FailedPrecondition: only a new NodeStage can attach it.
 func (s *Service) findDevice(ctx context.Context, volumeID string, info *tracking.Info) (*iscsi.Device, error) {
 	dev, err := s.iscsi.Find(ctx, iscsiTarget(&info.PublishInfo))
-	if errors.Is(err, iscsi.ErrNotAttached) {
-		return nil, failedPrecondition("the LUN of volume %s is not attached to this node", volumeID)
-	}
 	if err != nil {
-		return nil, iscsiError("find the LUN of volume "+volumeID, err)
+		return nil, fmt.Errorf("find the LUN of volume %s: %w", volumeID, err)
+	}
+	if dev == nil {
+		return nil, failedPrecondition("the LUN of volume %s is not attached to this node", volumeID)
 	}
 	return dev, nil
 }
@@ -86,7 +69,7 @@ func (s *Service) ensureStagingMount(ctx context.Context, volumeID string, info 
 	if err != nil {
 		return err
 	}
-	fsType, _, err := s.probe(ctx, dev.Path)
+	fsType, _, err := s.signatures(ctx, dev.Path)
 	if err != nil {
 		return internal("%v", err)
 	}

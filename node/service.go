@@ -31,7 +31,7 @@ import (
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
 	"github.com/ontap-csi/ontap-csi/node/iscsi"
 	"github.com/ontap-csi/ontap-csi/node/tracking"
-	"github.com/ontap-csi/ontap-csi/server/volumelock"
+	"github.com/ontap-csi/ontap-csi/node/volumelock"
 )
 
 // Config is what the node service needs to know of its node.

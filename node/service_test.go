@@ -17,7 +17,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
 	"github.com/ontap-csi/ontap-csi/node/tracking"
-	"github.com/ontap-csi/ontap-csi/server/volumelock"
+	"github.com/ontap-csi/ontap-csi/node/volumelock"
 )
 
 func mountCapability(fs string, mode csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {

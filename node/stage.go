@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -174,7 +175,7 @@ func (s *Service) stageISCSI(ctx context.Context, r *stageRequest) error {
 
 	dev, err := s.iscsi.Attach(ctx, iscsiTarget(&rec.PublishInfo))
 	if err != nil {
-		return iscsiError("attach LUN", err)
+		return fmt.Errorf("attach LUN: %w", err)
 	}
 	crashpoint("NodeStageVolume/attached")
 	log.WithField("device", dev.Path).Info("LUN attached")
@@ -217,8 +218,8 @@ func (s *Service) stageISCSI(ctx context.Context, r *stageRequest) error {
 // staging path.
 func (s *Service) staged(ctx context.Context, prev *tracking.Info, r *stageRequest) (bool, error) {
 	if r.fsType == fsRaw {
-		_, err := s.iscsi.Find(ctx, iscsiTarget(&prev.PublishInfo))
-		return err == nil, nil
+		dev, err := s.iscsi.Find(ctx, iscsiTarget(&prev.PublishInfo))
+		return err == nil && dev != nil, nil
 	}
 	return s.stagingMounted(ctx, r)
 }
@@ -323,7 +324,7 @@ func (s *Service) unstage(ctx context.Context, volumeID string, staging requestP
 			err = s.iscsi.Detach(ctx, iscsiTarget(&info.PublishInfo))
 			release()
 			if err != nil {
-				return iscsiError("detach LUN", err)
+				return fmt.Errorf("detach LUN: %w", err)
 			}
 			crashpoint("NodeUnstageVolume/detached")
 		case "":

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 	mount "k8s.io/mount-utils"
 
-	"github.com/ontap-csi/ontap-csi/node/iscsi"
 	"github.com/ontap-csi/ontap-csi/node/tracking"
 )
 
@@ -121,12 +120,12 @@ func (s *Service) condition(ctx context.Context, info *tracking.Info, path strin
 		return &csi.VolumeCondition{Abnormal: true, Message: "the volume is not mounted at " + path}
 	}
 	if info.Protocol() == tracking.ProtocolBlock {
-		if _, err := s.iscsi.Find(ctx, iscsiTarget(&info.PublishInfo)); err != nil {
-			msg := "the LUN cannot be found on this node: " + err.Error()
-			if errors.Is(err, iscsi.ErrNotAttached) {
-				msg = "the LUN is no longer attached to this node"
-			}
-			return &csi.VolumeCondition{Abnormal: true, Message: msg}
+		dev, err := s.iscsi.Find(ctx, iscsiTarget(&info.PublishInfo))
+		switch {
+		case err != nil:
+			return &csi.VolumeCondition{Abnormal: true, Message: "the LUN cannot be found on this node: " + err.Error()}
+		case dev == nil:
+			return &csi.VolumeCondition{Abnormal: true, Message: "the LUN is no longer attached to this node"}
 		}
 	}
 	top := mis[len(mis)-1]

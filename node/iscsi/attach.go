@@ -30,7 +30,7 @@ func (c *Client) Attach(ctx context.Context, t Target) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := logrus.WithFields(t.fields())
+	log := t.log(ctx)
 	mp, err := c.multipathActive(ctx)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func pickSession(ss []sessionDevs, lun int) sessionDevs {
 // (all of them for multipath, one otherwise) and returns the sessions to
 // t.Portals in portal order.
 func (c *Client) ensureSessions(ctx context.Context, t Target, mp bool) ([]sessionDevs, error) {
-	log := logrus.WithFields(t.fields())
+	log := t.log(ctx)
 	all, err := c.sessions(ctx)
 	if err != nil {
 		return nil, err
@@ -179,9 +179,9 @@ func hasPortal(ss []session, portal string) bool {
 	return false
 }
 
-// probe tracks the LUN's path on one session through scan, serial check and
-// at most one removal of a stale device.
-type probe struct {
+// pathDiscovery is the search for the LUN's path on one session: scan,
+// serial check and at most one removal of a stale device.
+type pathDiscovery struct {
 	sd       sessionDevs
 	lastScan time.Time
 	removed  int    // stale devices removed so far
@@ -196,21 +196,21 @@ type probe struct {
 func (c *Client) scanAndVerify(ctx context.Context, t Target, sessions []sessionDevs) ([]pathDev, error) {
 	wctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	probes := make([]*probe, len(sessions))
+	discoveries := make([]*pathDiscovery, len(sessions))
 	for i, sd := range sessions {
-		probes[i] = &probe{sd: sd}
+		discoveries[i] = &pathDiscovery{sd: sd}
 	}
 	var first time.Time
 	for {
 		pending := 0
-		for _, p := range probes {
-			if p.found == nil && p.err == nil {
-				c.step(t, p)
+		for _, d := range discoveries {
+			if d.found == nil && d.err == nil {
+				c.discoverPath(ctx, t, d)
 			}
 			switch {
-			case p.err != nil:
-				return nil, p.err
-			case p.found == nil:
+			case d.err != nil:
+				return nil, d.err
+			case d.found == nil:
 				pending++
 			case first.IsZero():
 				first = time.Now()
@@ -222,9 +222,9 @@ func (c *Client) scanAndVerify(ctx context.Context, t Target, sessions []session
 		if err := sleep(wctx, pollInterval); err != nil {
 			if ctx.Err() != nil || first.IsZero() {
 				why := ""
-				for _, p := range probes {
-					if p.why != "" {
-						why = ": " + p.why
+				for _, d := range discoveries {
+					if d.why != "" {
+						why = ": " + d.why
 					}
 				}
 				return nil, fmt.Errorf("LUN %d of %s did not appear within %s%s", t.LUN, t.IQN, c.timeout, why)
@@ -233,94 +233,98 @@ func (c *Client) scanAndVerify(ctx context.Context, t Target, sessions []session
 		}
 	}
 	var paths []pathDev
-	for _, p := range probes {
-		if p.found != nil {
-			paths = append(paths, *p.found)
+	for _, d := range discoveries {
+		if d.found != nil {
+			paths = append(paths, *d.found)
 		} else {
-			logrus.WithFields(t.fields()).WithField("portal", p.sd.Portal).Warn("LUN did not appear on this iSCSI session; continuing without that path")
+			t.log(ctx).WithField("portal", d.sd.Portal).Warn("LUN did not appear on this iSCSI session; continuing without that path")
 		}
 	}
 	return paths, nil
 }
 
-// step advances one probe as far as sysfs allows right now.
-func (c *Client) step(t Target, p *probe) {
+// discoverPath advances one session's path discovery as far as sysfs
+// allows right now.
+func (c *Client) discoverPath(ctx context.Context, t Target, d *pathDiscovery) {
 	lun := int(t.LUN)
-	devs, err := sessionDevices(p.sd, lun)
+	devs, err := sessionDevices(d.sd, lun)
 	if err != nil {
-		p.why = err.Error()
+		d.why = err.Error()
 		return
 	}
-	if p.removing != "" {
-		for _, d := range devs {
-			if d.dir == p.removing {
-				p.why = "waiting for the removal of a stale device"
+	if d.removing != "" {
+		for _, dev := range devs {
+			if dev.dir == d.removing {
+				d.why = "waiting for the removal of a stale device"
 				return
 			}
 		}
-		p.removing = ""
+		d.removing = ""
 	}
 	if len(devs) == 0 {
-		if time.Since(p.lastScan) >= rescanEvery {
+		if time.Since(d.lastScan) >= rescanEvery {
 			// "C T L": exactly this LUN on this session's single target.
-			scan := fmt.Sprintf("0 %d %d", p.sd.targetID, lun)
-			if err := c.writeAttr(c.scanFile(p.sd), scan); err != nil {
-				p.err = fmt.Errorf("scan LUN %d on session %d: %w", lun, p.sd.ID, err)
+			scan := fmt.Sprintf("0 %d %d", d.sd.targetID, lun)
+			if err := c.writeAttr(c.scanFile(d.sd), scan); err != nil {
+				d.err = fmt.Errorf("scan LUN %d on session %d: %w", lun, d.sd.ID, err)
 				return
 			}
-			p.lastScan = time.Now()
+			d.lastScan = time.Now()
 		}
-		p.why = "no SCSI device after the scan"
+		d.why = "no SCSI device after the scan"
 		return
 	}
-	d := devs[0]
-	if d.name == "" {
-		p.why = "SCSI device " + d.addr.String() + " has no block device yet"
+	dev := devs[0]
+	if dev.name == "" {
+		d.why = "SCSI device " + dev.addr.String() + " has no block device yet"
 		return
 	}
-	serial, err := c.devSerial(d)
+	serial, err := c.devSerial(dev)
 	if err != nil {
-		p.why = err.Error()
+		d.why = err.Error()
 		return
 	}
-	if serial == t.Serial {
-		node, err := c.devNode(d.name)
-		if err != nil {
-			p.why = "device node: " + err.Error()
-			return
-		}
-		p.found = &pathDev{sess: p.sd, dev: d, node: node}
+	if serial != t.Serial {
+		c.removeStale(ctx, t, d, dev, serial)
 		return
 	}
+	node, err := c.devNode(dev.name)
+	if err != nil {
+		d.why = "device node: " + err.Error()
+		return
+	}
+	d.found = &pathDev{sess: d.sd, dev: dev, node: node}
+}
 
-	// The kernel still has another LUN at this address (unmapped and
-	// replaced on the array since it was scanned), or the array maps
-	// something else there. Remove it and scan once more; never touch it
-	// while something uses it.
+// removeStale handles a device at the LUN's address with another serial:
+// the kernel still has another LUN there (unmapped and replaced on the
+// array since it was scanned), or the array maps something else there.
+// Remove it and scan once more; never touch it while something uses it.
+func (c *Client) removeStale(ctx context.Context, t Target, d *pathDiscovery, dev scsiDevice, serial string) {
 	serialMismatchesTotal.Inc()
-	log := logrus.WithFields(t.fields()).WithFields(logrus.Fields{"device": d.name, "address": d.addr.String(), "found": serial})
-	busy, err := c.inUse(d.name)
+	log := t.log(ctx).WithFields(logrus.Fields{"device": dev.name, "address": dev.addr.String(), "found": serial})
+	busy, err := c.inUse(dev.name)
 	if err != nil {
-		p.err = err
+		d.err = err
 		return
 	}
 	if busy {
-		p.err = fmt.Errorf("%w: %s at LUN %d of %s is LUN %q and in use; not removing it", ErrSerialMismatch, d.name, lun, t.IQN, serial)
+		d.err = fmt.Errorf("%w: %s at LUN %d of %s is LUN %q and in use; not removing it", ErrSerialMismatch, dev.name, t.LUN, t.IQN, serial)
 		return
 	}
 	log.Warn("removing stale SCSI device at the LUN's address")
 	// No flush: its dirty buffers, if any, belong to another LUN.
-	if err := c.writeAttr(filepath.Join(d.dir, "delete"), "1"); err != nil {
-		p.err = fmt.Errorf("remove stale device %s: %w", d.name, err)
+	if err := c.writeAttr(filepath.Join(dev.dir, "delete"), "1"); err != nil {
+		d.err = fmt.Errorf("remove stale device %s: %w", dev.name, err)
 		return
 	}
-	p.removed++
-	if p.removed > 1 {
-		p.err = fmt.Errorf("%w: LUN %d of %s is %q after a rescan, want %q", ErrSerialMismatch, lun, t.IQN, serial, t.Serial)
+	d.removed++
+	if d.removed > 1 {
+		d.err = fmt.Errorf("%w: LUN %d of %s is %q after a rescan, want %q", ErrSerialMismatch, t.LUN, t.IQN, serial, t.Serial)
 		return
 	}
-	p.removing, p.lastScan = d.dir, time.Time{}
-	p.why = "rescanning after removing a stale device"
+	d.removing, d.lastScan = dev.dir, time.Time{}
+	d.why = "rescanning after removing a stale device"
 }
 
 // waitForMap waits for multipathd to build the LUN's map over its paths and

@@ -12,11 +12,12 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
-	"github.com/ontap-csi/ontap-csi/server/volumelock"
+	"github.com/ontap-csi/ontap-csi/node/volumelock"
 )
 
 var (
-	// ErrNotAttached: no SCSI device of the LUN (with its serial) is present.
+	// ErrNotAttached: Resize found no SCSI device of the LUN (with its
+	// serial).
 	ErrNotAttached = errors.New("iSCSI LUN is not attached")
 	// ErrAuthFailed: the target refused every login with a CHAP error.
 	ErrAuthFailed = errors.New("iSCSI login failed: authorization failure")
@@ -205,6 +206,12 @@ func (t Target) normalized() (Target, error) {
 	}
 	t.Portals = portals
 	return t, nil
+}
+
+// log is the logger for work on t within the call of ctx, whose request id
+// it carries (server.RequestIDHook).
+func (t Target) log(ctx context.Context) *logrus.Entry {
+	return logrus.WithContext(ctx).WithFields(t.fields())
 }
 
 func (t Target) fields() logrus.Fields {

@@ -21,7 +21,7 @@ func (c *Client) Detach(ctx context.Context, t Target) error {
 	if err != nil {
 		return err
 	}
-	log := logrus.WithFields(t.fields())
+	log := t.log(ctx)
 	paths, err := c.locate(ctx, t)
 	if err != nil {
 		return err
@@ -126,7 +126,7 @@ func (c *Client) logoutIdle(ctx context.Context, iqn string) error {
 	}
 	for _, p := range portals {
 		if busy[p] {
-			logrus.WithFields(logrus.Fields{"target": iqn, "portal": p}).Debug("iSCSI session still carries LUNs; staying logged in")
+			logrus.WithContext(ctx).WithFields(logrus.Fields{"target": iqn, "portal": p}).Debug("iSCSI session still carries LUNs; staying logged in")
 			continue
 		}
 		if err := c.logout(ctx, iqn, p); err != nil {

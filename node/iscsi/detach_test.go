@@ -194,11 +194,15 @@ func whenWritten(t *testing.T, path string, fn func()) {
 	}()
 }
 
-func TestResizeNotAttached(t *testing.T) {
+// Not attached: Resize cannot do its job and fails; Find answers.
+func TestResizeAndFindNotAttached(t *testing.T) {
 	f := newFakeSys(t)
 	ex := &fakeExec{fn: func(argv []string) ([]byte, error) { return nil, exitErr("iscsiadm", errNoObjsFound) }}
 	c := newTestClient(t, f, ex, MultipathAuto)
 	if _, err := c.Resize(context.Background(), testTarget(), 0); !errors.Is(err, ErrNotAttached) {
 		t.Fatalf("Resize: %v, want ErrNotAttached", err)
+	}
+	if dev, err := c.Find(context.Background(), testTarget()); dev != nil || err != nil {
+		t.Fatalf("Find: %+v, %v; want no device and no error", dev, err)
 	}
 }

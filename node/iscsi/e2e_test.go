@@ -157,7 +157,7 @@ func TestAttachDetachSinglePath(t *testing.T) {
 		}
 	}
 	found, err := r.client.Find(ctx(t), tgt)
-	if err != nil || found.Path != dev.Path {
+	if err != nil || found == nil || found.Path != dev.Path {
 		t.Fatalf("Find: %+v, %v", found, err)
 	}
 	if st := r.state(); len(st.Sessions) != 1 || devicesOf(st, tgt.LUN) != 1 {
@@ -175,8 +175,8 @@ func TestAttachDetachSinglePath(t *testing.T) {
 	if bound := r.state().StillBound(); len(bound) != 0 {
 		t.Fatalf("loop devices still bound: %v", bound)
 	}
-	if _, err := r.client.Find(ctx(t), tgt); !errors.Is(err, iscsi.ErrNotAttached) {
-		t.Fatalf("Find after detach: %v, want ErrNotAttached", err)
+	if dev, err := r.client.Find(ctx(t), tgt); dev != nil || err != nil {
+		t.Fatalf("Find after detach: %+v, %v; want no device", dev, err)
 	}
 }
 
@@ -270,8 +270,8 @@ func TestTargetedScanAttachesOnlyItsLUN(t *testing.T) {
 		}
 	}
 	for _, other := range []iscsi.Target{tgts[0], tgts[2]} {
-		if _, err := r.client.Find(ctx(t), other); !errors.Is(err, iscsi.ErrNotAttached) {
-			t.Fatalf("LUN %d: Find = %v, want ErrNotAttached", other.LUN, err)
+		if dev, err := r.client.Find(ctx(t), other); dev != nil || err != nil {
+			t.Fatalf("LUN %d: Find = %+v, %v; want no device", other.LUN, dev, err)
 		}
 	}
 	if err := r.client.Detach(ctx(t), tgts[1]); err != nil {
@@ -335,7 +335,7 @@ func TestStaleDeviceAtReusedLUNID(t *testing.T) {
 	if err := r.client.Detach(ctx(t), old); err != nil {
 		t.Fatal(err)
 	}
-	if found, err := r.client.Find(ctx(t), tgt); err != nil || found.Path != dev.Path {
+	if found, err := r.client.Find(ctx(t), tgt); err != nil || found == nil || found.Path != dev.Path {
 		t.Fatalf("detaching the old LUN touched the new one: %+v, %v", found, err)
 	}
 	if st := r.state(); len(st.Sessions) != 1 {
@@ -484,8 +484,8 @@ func TestDetachLogsOutOnlyAfterTheLastLUN(t *testing.T) {
 	if len(st.Sessions) != len(b.Portals) || devicesOf(st, b.LUN) != len(b.Portals) || devicesOf(st, a.LUN) != 0 {
 		t.Fatalf("after detaching A: %d sessions, %d devices of B, %d of A", len(st.Sessions), devicesOf(st, b.LUN), devicesOf(st, a.LUN))
 	}
-	if _, err := r.client.Find(ctx(t), b); err != nil {
-		t.Fatal(err)
+	if dev, err := r.client.Find(ctx(t), b); dev == nil || err != nil {
+		t.Fatalf("Find of B: %+v, %v", dev, err)
 	}
 	if err := r.client.Detach(ctx(t), b); err != nil {
 		t.Fatal(err)
@@ -528,9 +528,9 @@ func TestConcurrentAttachDetachOnOneTarget(t *testing.T) {
 		return attach(i, tgt)
 	})
 	for i, tgt := range tgts {
-		_, err := r.client.Find(ctx(t), tgt)
-		if (i%2 == 0) != errors.Is(err, iscsi.ErrNotAttached) {
-			t.Fatalf("LUN %d: Find = %v", tgt.LUN, err)
+		dev, err := r.client.Find(ctx(t), tgt)
+		if err != nil || (i%2 == 0) != (dev == nil) {
+			t.Fatalf("LUN %d: Find = %+v, %v", tgt.LUN, dev, err)
 		}
 	}
 	parallel("detach all", detach)
@@ -568,7 +568,7 @@ func TestDetachRefusesAMountedDevice(t *testing.T) {
 			if err := r.client.Detach(ctx(t), tgt); !errors.Is(err, iscsi.ErrDeviceInUse) {
 				t.Fatalf("detach of a mounted device: %v, want ErrDeviceInUse", err)
 			}
-			if found, err := r.client.Find(ctx(t), tgt); err != nil || found.Path != dev.Path {
+			if found, err := r.client.Find(ctx(t), tgt); err != nil || found == nil || found.Path != dev.Path {
 				t.Fatalf("device gone after a refused detach: %+v, %v", found, err)
 			}
 			if err := unix.Unmount(mnt, 0); err != nil {

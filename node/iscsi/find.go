@@ -33,7 +33,7 @@ func (c *Client) locate(ctx context.Context, t Target) ([]pathDev, error) {
 		sd, err := c.sessionSysfs(s)
 		if err != nil {
 			// Listed by iscsiadm but gone from sysfs: logging out right now.
-			logrus.WithFields(t.fields()).WithError(err).Debug("skipping iSCSI session without sysfs entry")
+			t.log(ctx).WithError(err).Debug("skipping iSCSI session without sysfs entry")
 			continue
 		}
 		devs, err := sessionDevices(sd, int(t.LUN))
@@ -51,7 +51,7 @@ func (c *Client) locate(ctx context.Context, t Target) ([]pathDev, error) {
 			if err != nil || serial != t.Serial {
 				// Unknown identity is treated like a foreign one: never
 				// used, never removed.
-				logrus.WithFields(t.fields()).WithFields(logrus.Fields{"device": d.name, "found": serial}).Debug("device at the LUN's address is not this LUN")
+				t.log(ctx).WithFields(logrus.Fields{"device": d.name, "found": serial}).Debug("device at the LUN's address is not this LUN")
 				continue
 			}
 			node, _ := c.devNode(d.name)
@@ -84,7 +84,9 @@ func orderByPortal(ss []session, portals []string) []session {
 	return out
 }
 
-// Find returns the attached device of t, or ErrNotAttached.
+// Find returns the attached device of t, nil when it is not attached: an
+// answer, not a failure, whose meaning is the caller's (a volume to publish
+// that is not staged, an unhealthy volume, a stage to do).
 func (c *Client) Find(ctx context.Context, t Target) (*Device, error) {
 	t, err := t.normalized()
 	if err != nil {
@@ -95,7 +97,7 @@ func (c *Client) Find(ctx context.Context, t Target) (*Device, error) {
 		return nil, err
 	}
 	if len(paths) == 0 {
-		return nil, ErrNotAttached
+		return nil, nil
 	}
 	return c.device(t, paths)
 }

@@ -63,7 +63,7 @@ func nodeArgs(t Target, portal string) []string {
 // already is a success (exit 15), so a call interrupted anywhere can be
 // repeated.
 func (c *Client) login(ctx context.Context, t Target, portal string, multipath bool) (err error) {
-	log := logrus.WithFields(t.fields()).WithField("portal", portal)
+	log := t.log(ctx).WithField("portal", portal)
 	base := nodeArgs(t, portal)
 	defer func() {
 		switch {
@@ -138,7 +138,7 @@ func (c *Client) logout(ctx context.Context, iqn, portal string) error {
 		return fmt.Errorf("log out of iSCSI portal %s: %w", portal, toolErr(err))
 	}
 	logoutsTotal.Inc()
-	logrus.WithFields(logrus.Fields{"target": iqn, "portal": portal}).Info("logged out of iSCSI portal")
+	logrus.WithContext(ctx).WithFields(logrus.Fields{"target": iqn, "portal": portal}).Info("logged out of iSCSI portal")
 	return nil
 }
 

@@ -146,7 +146,7 @@ func (c *Client) verifyMap(m dmMap, serial string) ([]string, error) {
 // flushMap writes out and removes a multipath map. A map that is gone
 // afterwards, whatever multipath said, is flushed.
 func (c *Client) flushMap(ctx context.Context, m dmMap) error {
-	log := logrus.WithFields(logrus.Fields{"map": m.mapName, "device": m.name})
+	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"map": m.mapName, "device": m.name})
 	slaves, _ := readDirNames(filepath.Join(c.sysRoot, "block", m.name, "slaves"))
 	if node, err := c.devNode(m.name); err == nil && len(slaves) > 0 {
 		// Without paths a queueing map would block the flush forever; there

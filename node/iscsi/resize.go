@@ -58,6 +58,6 @@ func (c *Client) Resize(ctx context.Context, t Target, minBytes int64) (int64, e
 	if err != nil {
 		return 0, err
 	}
-	logrus.WithFields(t.fields()).WithFields(logrus.Fields{"device": dev.Path, "size": dev.Size}).Info("rescanned iSCSI LUN")
+	t.log(ctx).WithFields(logrus.Fields{"device": dev.Path, "size": dev.Size}).Info("rescanned iSCSI LUN")
 	return dev.Size, nil
 }

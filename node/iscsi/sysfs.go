@@ -64,7 +64,7 @@ func (c *Client) underSys(p string) bool {
 }
 
 // scanFile is the host's scan attribute: writing "C T L" makes the kernel
-// probe exactly that LUN.
+// scan exactly that LUN.
 func (c *Client) scanFile(sd sessionDevs) string {
 	return filepath.Join(c.sysRoot, "class", "scsi_host", "host"+strconv.Itoa(sd.host), "scan")
 }
