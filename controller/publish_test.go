@@ -80,7 +80,7 @@ func TestNodes(t *testing.T) {
 		t.Fatalf("registry shares the caller's slice: %v %v", info, err)
 	}
 	n.Remove("a")
-	if _, err := n.Node(context.Background(), "a"); code(grpcError(err)) != codes.NotFound {
+	if _, err := n.Node(context.Background(), "a"); code(toStatus(err)) != codes.NotFound {
 		t.Errorf("removed node: %v", err)
 	}
 }
