@@ -52,7 +52,7 @@ func (s *Service) publish(ctx context.Context, req *csi.ControllerPublishVolumeR
 	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "node": nodeID, "backend": f.backend.Name()}).Info("publishing volume")
 	return f.backend.Publish(ctx, f.vol, &backends.PublishRequest{
-		Node:         backends.Node{Name: node.Name, IQN: node.IQN, IPs: node.IPs},
+		Node:         *node,
 		AccessType:   use.access,
 		ReadOnly:     req.GetReadonly(),
 		MountOptions: mountOptions(use.mountFlags),
@@ -100,13 +100,11 @@ func (s *Service) unpublish(ctx context.Context, req *csi.ControllerUnpublishVol
 	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "node": nodeID, "backend": f.backend.Name()})
 	var node *backends.Node
 	if nodeID != "" {
-		info, err := s.node(ctx, nodeID)
+		node, err = s.node(ctx, nodeID)
 		switch {
-		case err == nil:
-			node = &backends.Node{Name: info.Name, IQN: info.IQN, IPs: info.IPs}
 		case errors.Is(err, ErrNodeNotFound):
 			log.Info("node is not registered; unpublishing by its name only")
-		default:
+		case err != nil:
 			return err
 		}
 	}
@@ -117,7 +115,7 @@ func (s *Service) unpublish(ctx context.Context, req *csi.ControllerUnpublishVol
 // node asks the registry who a node is. An unknown node stays
 // ErrNodeNotFound; any other failure is the registry's (the Kubernetes API
 // did not answer), which a retry may get past: Unavailable.
-func (s *Service) node(ctx context.Context, nodeID string) (*NodeInfo, error) {
+func (s *Service) node(ctx context.Context, nodeID string) (*backends.Node, error) {
 	n, err := s.nodes.Node(ctx, nodeID)
 	switch {
 	case errors.Is(err, ErrNodeNotFound):

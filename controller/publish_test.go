@@ -73,7 +73,7 @@ func TestMountOptions(t *testing.T) {
 func TestNodes(t *testing.T) {
 	n := NewNodes()
 	ips := []string{"10.0.0.1"}
-	n.Set(NodeInfo{Name: "a", IQN: "iqn.x", IPs: ips})
+	n.Set(backends.Node{Name: "a", IQN: "iqn.x", IPs: ips})
 	ips[0] = "changed"
 	info, err := n.Node(context.Background(), "a")
 	if err != nil || info.IPs[0] != "10.0.0.1" {

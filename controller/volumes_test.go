@@ -41,7 +41,7 @@ func newService(t *testing.T) (*Service, *fakeBackend, *fakeBackend) {
 	nas := newFake("nas1", "ontap-nas", backends.ProtocolFile)
 	san := newFake("san1", "ontap-san", backends.ProtocolBlock)
 	nodes := NewNodes()
-	nodes.Set(NodeInfo{Name: "node-1", IQN: "iqn.2020-01.io.example:node-1", IPs: []string{"10.0.0.1"}})
+	nodes.Set(backends.Node{Name: "node-1", IQN: "iqn.2020-01.io.example:node-1", IPs: []string{"10.0.0.1"}})
 	s, err := New(Config{Backends: []backends.Backend{nas, san}, Nodes: nodes})
 	if err != nil {
 		t.Fatal(err)

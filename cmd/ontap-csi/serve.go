@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/registration"
@@ -97,8 +98,8 @@ func serve(ctx context.Context, o *options) error {
 		}
 		defer shutdownAll(rest)
 		// In allInOne the local node reports to the controller in-process.
-		reporter = node.ReporterFunc(func(_ context.Context, n node.NodeInfo) error {
-			nodes.Set(controller.NodeInfo(n))
+		reporter = node.ReporterFunc(func(_ context.Context, n backends.Node) error {
+			nodes.Set(n)
 			return nil
 		})
 	} else {

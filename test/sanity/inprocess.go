@@ -20,10 +20,10 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
-	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/server"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // DriverName is Trident's CSI driver name.
@@ -114,7 +114,7 @@ func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 		t.Fatalf("backend: %v", err)
 	}
 	nodes := controller.NewNodes()
-	nodes.Set(controller.NodeInfo{Name: NodeID, IQN: NodeIQN, IPs: NodeIPs})
+	nodes.Set(backends.Node{Name: NodeID, IQN: NodeIQN, IPs: NodeIPs})
 	ctrl, err := controller.New(controller.Config{Backends: []backends.Backend{b}, Nodes: nodes})
 	if err != nil {
 		t.Fatalf("controller: %v", err)
