@@ -125,7 +125,7 @@ func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 		server.ServiceCapability(csi.PluginCapability_Service_CONTROLLER_SERVICE),
 		server.ServiceCapability(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS),
 		server.OnlineExpansionCapability(),
-	}, nil))
+	}))
 	csi.RegisterControllerServer(srv, ctrl)
 	sock := filepath.Join(dir, "csi.sock")
 	l, err := net.Listen("unix", sock)
