@@ -1,9 +1,11 @@
 // Package tridentrest serves the parts of Trident's controller REST API
 // that Trident's own objects call: the node endpoints under
 // /trident/v1/node, which node plugins use to register (over mutual TLS,
-// the HTTPS server of --https_rest), and GET /trident/v1/version, which the
-// operator's `tridentctl ... version` probes read (the plain HTTP server of
-// --rest on --address:--port). Nothing else of Trident's API is served.
+// the HTTPS server of --https_rest), and GET /trident/v1/version, which
+// `tridentctl ... version` reads for the controller Deployment's exec
+// liveness and readiness probes and for the operator's wait (the plain HTTP
+// server of --rest on --address:--port). Nothing else of Trident's API is
+// served.
 package tridentrest
 
 import (
@@ -179,9 +181,9 @@ type VersionResponse struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// VersionAPI serves only GET /trident/v1/version: all that Trident's
-// `tridentctl version`, the operator's probe, asks of the plain HTTP REST
-// server (--rest).
+// VersionAPI serves only GET /trident/v1/version: all that `tridentctl
+// version` (the Deployment's exec probes, the operator's wait) asks of the
+// plain HTTP REST server (--rest).
 func VersionAPI(version string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+BaseURL+"/version", versionHandler(version))
