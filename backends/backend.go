@@ -199,11 +199,17 @@ type SnapshotFilter struct {
 	Name   string
 }
 
-// Node is what a backend needs to know of a node to grant it access.
+// Node is what a backend needs to know of a node to grant it access. It is
+// the one type for that fact: the node plugin discovers and reports it
+// (package nodeinfo carries it), the controller's node registries return
+// it.
 type Node struct {
+	// Name is the node ID: the Kubernetes node name (--csi_node_name).
 	Name string
-	IQN  string
-	IPs  []string
+	// IQN is the node's iSCSI initiator name, "" if it has none.
+	IQN string
+	// IPs are the node's addresses, for NFS export rules.
+	IPs []string
 }
 
 // PublishRequest asks for a node's access to a volume.

@@ -6,26 +6,19 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/ontap-csi/ontap-csi/backends"
 )
 
-// NodeInfo is what the controller needs to know of a node to give it access
-// to a volume.
-type NodeInfo struct {
-	// Name is the node ID: the Kubernetes node name (--csi_node_name).
-	Name string
-	// IQN is the node's iSCSI initiator name, "" if it has none.
-	IQN string
-	// IPs are the node's addresses, for NFS export rules.
-	IPs []string
-}
-
-// NodeRegistry tells the controller about nodes. In allInOne the local node
+// NodeRegistry tells the controller who a node is (backends.Node: what a
+// backend needs to grant it access; its Name is the node ID, the
+// Kubernetes node name). In allInOne the local node
 // registers in-process (Nodes); elsewhere the information comes from the
 // node plugins through Trident's REST API or TridentNode objects.
 type NodeRegistry interface {
 	// Node returns the node with the given ID, or an error wrapping
 	// ErrNodeNotFound.
-	Node(ctx context.Context, nodeID string) (*NodeInfo, error)
+	Node(ctx context.Context, nodeID string) (*backends.Node, error)
 }
 
 // ErrNodeNotFound means the registry does not know the node.
@@ -34,14 +27,14 @@ var ErrNodeNotFound = errors.New("node not found")
 // Nodes is an in-process NodeRegistry.
 type Nodes struct {
 	mu    sync.RWMutex
-	nodes map[string]NodeInfo
+	nodes map[string]backends.Node
 }
 
 // NewNodes returns an empty registry.
-func NewNodes() *Nodes { return &Nodes{nodes: map[string]NodeInfo{}} }
+func NewNodes() *Nodes { return &Nodes{nodes: map[string]backends.Node{}} }
 
 // Set adds or replaces a node.
-func (n *Nodes) Set(info NodeInfo) {
+func (n *Nodes) Set(info backends.Node) {
 	info.IPs = slices.Clone(info.IPs)
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -56,7 +49,7 @@ func (n *Nodes) Remove(name string) {
 }
 
 // Node implements NodeRegistry.
-func (n *Nodes) Node(_ context.Context, nodeID string) (*NodeInfo, error) {
+func (n *Nodes) Node(_ context.Context, nodeID string) (*backends.Node, error) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	info, ok := n.nodes[nodeID]

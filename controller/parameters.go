@@ -43,65 +43,11 @@ func parseParameters(params map[string]string) (*parameters, error) {
 		raw := params[key]
 		v := strings.TrimSpace(raw)
 		k := strings.TrimPrefix(key, tridentPrefix)
-		var err error
-		switch k {
-		case "backendType":
-			p.backendType = v
-		case "storagePools":
-			p.storagePools, err = parsePoolList(v)
-		case "additionalStoragePools", "requiredStorage":
-			var l poolList
-			l, err = parsePoolList(v)
-			p.additionalPools = append(p.additionalPools, l...)
-		case "excludeStoragePools":
-			p.excludePools, err = parsePoolList(v)
-		case "selector":
-			// Trident separates requirements with ';'.
-			p.selector, err = labels.Parse(strings.ReplaceAll(v, ";", ","))
-		case "media":
-			err = oneOf(v, "hdd", "ssd", "hybrid")
-			p.media = v
-		case "provisioningType":
-			err = oneOf(v, "thin", "thick")
-			p.provisioningType = v
-			p.options.SpaceReserve = map[string]string{"thin": "none", "thick": "volume"}[v]
-		case "snapshots", "clones":
-			// ONTAP pools offer both; only a request for "false" is
-			// unusual, and it is satisfied by not using them.
-			_, err = strconv.ParseBool(v)
-		case "encryption":
-			p.options.Encryption, err = parseBoolPtr(v)
-		case "snapshotPolicy":
-			p.options.SnapshotPolicy = v
-		case "snapshotReserve":
-			var n int
-			n, err = strconv.Atoi(strings.TrimSuffix(v, "%"))
-			if err == nil && (n < 0 || n > 90) {
-				err = fmt.Errorf("%d is outside 0..90 percent", n)
-			}
-			p.options.SnapshotReserve = &n
-		case "snapshotDirectory", "snapshotDir":
-			p.options.SnapshotDir, err = parseBoolPtr(v)
-		case "unixPermissions":
-			p.options.UnixPermissions = v
-		case "exportPolicy":
-			p.options.ExportPolicy = v
-		case "securityStyle":
-			err = oneOf(v, "unix", "mixed", "ntfs")
-			p.options.SecurityStyle = v
-		case "splitOnClone":
-			p.options.SplitOnClone, err = parseBoolPtr(v)
-		case "tieringPolicy":
-			p.options.TieringPolicy = v
-		case "qosPolicy":
-			p.options.QoSPolicy = v
-		case "nasType":
-			err = oneOf(strings.ToLower(v), "nfs")
-		case "sanType":
-			err = oneOf(strings.ToLower(v), "iscsi")
-		case "fsType", "fstype":
-			// The CO turns it into the capability's fs_type.
-		default:
+		known, err := p.setPlacement(k, v)
+		if !known {
+			known, err = p.setOption(k, v)
+		}
+		if !known {
 			if strings.HasPrefix(key, "csi.storage.k8s.io/") {
 				continue // the CO's metadata (PVC name, namespace)
 			}
@@ -112,6 +58,83 @@ func parseParameters(params map[string]string) (*parameters, error) {
 		}
 	}
 	return p, nil
+}
+
+// setPlacement applies a parameter that chooses backends and pools, or
+// that only has to be valid; known is false for any other key.
+func (p *parameters) setPlacement(k, v string) (known bool, err error) {
+	switch k {
+	case "backendType":
+		p.backendType = v
+	case "storagePools":
+		p.storagePools, err = parsePoolList(v)
+	case "additionalStoragePools", "requiredStorage":
+		var l poolList
+		l, err = parsePoolList(v)
+		p.additionalPools = append(p.additionalPools, l...)
+	case "excludeStoragePools":
+		p.excludePools, err = parsePoolList(v)
+	case "selector":
+		// Trident separates requirements with ';'.
+		p.selector, err = labels.Parse(strings.ReplaceAll(v, ";", ","))
+	case "media":
+		err = oneOf(v, "hdd", "ssd", "hybrid")
+		p.media = v
+	case "provisioningType":
+		err = oneOf(v, "thin", "thick")
+		p.provisioningType = v
+		p.options.SpaceReserve = map[string]string{"thin": "none", "thick": "volume"}[v]
+	case "snapshots", "clones":
+		// ONTAP pools offer both; only a request for "false" is
+		// unusual, and it is satisfied by not using them.
+		_, err = strconv.ParseBool(v)
+	case "nasType":
+		err = oneOf(strings.ToLower(v), "nfs")
+	case "sanType":
+		err = oneOf(strings.ToLower(v), "iscsi")
+	case "fsType", "fstype":
+		// The CO turns it into the capability's fs_type.
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// setOption applies a parameter that becomes a VolumeOption; known is false
+// for any other key.
+func (p *parameters) setOption(k, v string) (known bool, err error) {
+	o := &p.options
+	switch k {
+	case "encryption":
+		o.Encryption, err = parseBoolPtr(v)
+	case "snapshotPolicy":
+		o.SnapshotPolicy = v
+	case "snapshotReserve":
+		var n int
+		n, err = strconv.Atoi(strings.TrimSuffix(v, "%"))
+		if err == nil && (n < 0 || n > 90) {
+			err = fmt.Errorf("%d is outside 0..90 percent", n)
+		}
+		o.SnapshotReserve = &n
+	case "snapshotDirectory", "snapshotDir":
+		o.SnapshotDir, err = parseBoolPtr(v)
+	case "unixPermissions":
+		o.UnixPermissions = v
+	case "exportPolicy":
+		o.ExportPolicy = v
+	case "securityStyle":
+		err = oneOf(v, "unix", "mixed", "ntfs")
+		o.SecurityStyle = v
+	case "splitOnClone":
+		o.SplitOnClone, err = parseBoolPtr(v)
+	case "tieringPolicy":
+		o.TieringPolicy = v
+	case "qosPolicy":
+		o.QoSPolicy = v
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
 func oneOf(v string, allowed ...string) error {

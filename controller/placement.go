@@ -7,8 +7,6 @@ import (
 	"sort"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ontap-csi/ontap-csi/backends"
@@ -35,7 +33,7 @@ func (s *Service) placements(ctx context.Context, p *parameters, use *volumeUse,
 		if incomplete != nil {
 			return nil, incomplete
 		}
-		return nil, status.Error(codes.Unavailable, "no backend is configured: start the controller with --backend-config, or create a TridentBackendConfig")
+		return nil, unconfigured("no backend is configured: start the controller with --backend-config, or create a TridentBackendConfig")
 	}
 	var matched, out []placement
 	for _, b := range bs {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -15,10 +16,7 @@ import (
 // and LUN map, or an export rule) and returns Trident's publish_context.
 func (s *Service) ControllerPublishVolume(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
 	pc, err := s.publish(ctx, req)
-	if err != nil {
-		return nil, grpcError(err)
-	}
-	return &csi.ControllerPublishVolumeResponse{PublishContext: pc}, nil
+	return reply(&csi.ControllerPublishVolumeResponse{PublishContext: pc}, err)
 }
 
 func (s *Service) publish(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (map[string]string, error) {
@@ -45,19 +43,16 @@ func (s *Service) publish(ctx context.Context, req *csi.ControllerPublishVolumeR
 	if err != nil {
 		return nil, err
 	}
-	node, err := s.nodes.Node(ctx, nodeID)
+	node, err := s.node(ctx, nodeID)
 	if err != nil {
-		if errors.Is(err, ErrNodeNotFound) {
-			return nil, notFound("node %s was not found: %v", nodeID, err)
-		}
-		return nil, backends.Errorf(backends.ErrUnavailable, "looking up node %s: %w", nodeID, err)
+		return nil, err
 	}
 	if err := use.fitsVolume(f.backend.Protocol(), f.vol); err != nil {
 		return nil, invalidArg("%v", err)
 	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "node": nodeID, "backend": f.backend.Name()}).Info("publishing volume")
 	return f.backend.Publish(ctx, f.vol, &backends.PublishRequest{
-		Node:         backends.Node{Name: node.Name, IQN: node.IQN, IPs: node.IPs},
+		Node:         *node,
 		AccessType:   use.access,
 		ReadOnly:     req.GetReadonly(),
 		MountOptions: mountOptions(use.mountFlags),
@@ -82,10 +77,7 @@ func mountOptions(flags []string) []string {
 // ControllerUnpublishVolume revokes a node's access. A volume that is gone
 // is unpublished; a node that is gone is handled by name (Trident #691).
 func (s *Service) ControllerUnpublishVolume(ctx context.Context, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
-	if err := s.unpublish(ctx, req); err != nil {
-		return nil, grpcError(err)
-	}
-	return &csi.ControllerUnpublishVolumeResponse{}, nil
+	return reply(&csi.ControllerUnpublishVolumeResponse{}, s.unpublish(ctx, req))
 }
 
 func (s *Service) unpublish(ctx context.Context, req *csi.ControllerUnpublishVolumeRequest) error {
@@ -108,16 +100,28 @@ func (s *Service) unpublish(ctx context.Context, req *csi.ControllerUnpublishVol
 	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "node": nodeID, "backend": f.backend.Name()})
 	var node *backends.Node
 	if nodeID != "" {
-		info, err := s.nodes.Node(ctx, nodeID)
+		node, err = s.node(ctx, nodeID)
 		switch {
-		case err == nil:
-			node = &backends.Node{Name: info.Name, IQN: info.IQN, IPs: info.IPs}
 		case errors.Is(err, ErrNodeNotFound):
 			log.Info("node is not registered; unpublishing by its name only")
-		default:
-			return backends.Errorf(backends.ErrUnavailable, "looking up node %s: %w", nodeID, err)
+		case err != nil:
+			return err
 		}
 	}
 	log.Info("unpublishing volume")
 	return f.backend.Unpublish(ctx, f.vol, nodeID, node)
+}
+
+// node asks the registry who a node is. An unknown node stays
+// ErrNodeNotFound; any other failure is the registry's (the Kubernetes API
+// did not answer), which a retry may get past: Unavailable.
+func (s *Service) node(ctx context.Context, nodeID string) (*backends.Node, error) {
+	n, err := s.nodes.Node(ctx, nodeID)
+	switch {
+	case errors.Is(err, ErrNodeNotFound):
+		return nil, fmt.Errorf("node %s was not found: %w", nodeID, err)
+	case err != nil:
+		return nil, backends.Errorf(backends.ErrUnavailable, "looking up node %s: %w", nodeID, err)
+	}
+	return n, nil
 }

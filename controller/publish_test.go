@@ -73,14 +73,14 @@ func TestMountOptions(t *testing.T) {
 func TestNodes(t *testing.T) {
 	n := NewNodes()
 	ips := []string{"10.0.0.1"}
-	n.Set(NodeInfo{Name: "a", IQN: "iqn.x", IPs: ips})
+	n.Set(backends.Node{Name: "a", IQN: "iqn.x", IPs: ips})
 	ips[0] = "changed"
 	info, err := n.Node(context.Background(), "a")
 	if err != nil || info.IPs[0] != "10.0.0.1" {
 		t.Fatalf("registry shares the caller's slice: %v %v", info, err)
 	}
 	n.Remove("a")
-	if _, err := n.Node(context.Background(), "a"); code(grpcError(err)) != codes.NotFound {
+	if _, err := n.Node(context.Background(), "a"); code(toStatus(err)) != codes.NotFound {
 		t.Errorf("removed node: %v", err)
 	}
 }

@@ -19,7 +19,7 @@ import (
 func (s *Service) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	snap, err := s.createSnapshot(ctx, req)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, toStatus(err)
 	}
 	return &csi.CreateSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
 }
@@ -73,31 +73,32 @@ func (s *Service) createSnapshot(ctx context.Context, req *csi.CreateSnapshotReq
 
 // DeleteSnapshot deletes a snapshot; an unknown or malformed ID is deleted.
 func (s *Service) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
+	return reply(&csi.DeleteSnapshotResponse{}, s.deleteSnapshot(ctx, req))
+}
+
+func (s *Service) deleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) error {
 	id := req.GetSnapshotId()
 	if id == "" {
-		return nil, grpcError(invalidArg("snapshot ID is required"))
+		return invalidArg("snapshot ID is required")
 	}
 	volID, name, ok := parseSnapshotID(id)
 	if !ok {
-		return &csi.DeleteSnapshotResponse{}, nil
+		return nil
 	}
 	unlock, ok := s.locks.TryLock(volumeKey(volID))
 	if !ok {
-		return nil, grpcError(pending(volID))
+		return pending(volID)
 	}
 	defer unlock()
 	snap, f, err := s.findSnapshot(ctx, volID, name)
 	if errors.Is(err, backends.ErrNotFound) {
-		return &csi.DeleteSnapshotResponse{}, nil
+		return nil
 	}
 	if err != nil {
-		return nil, grpcError(err)
+		return err
 	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"snapshot": id, "backend": f.backend.Name()}).Info("deleting snapshot")
-	if err := f.backend.DeleteSnapshot(ctx, snap); err != nil {
-		return nil, grpcError(err)
-	}
-	return &csi.DeleteSnapshotResponse{}, nil
+	return f.backend.DeleteSnapshot(ctx, snap)
 }
 
 // findSnapshot returns a snapshot by its volume ID and backend name.
@@ -118,17 +119,21 @@ func (s *Service) findSnapshot(ctx context.Context, volID, name string) (*backen
 
 // GetSnapshot returns one snapshot by ID.
 func (s *Service) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+	return reply(s.getSnapshot(ctx, req))
+}
+
+func (s *Service) getSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
 	id := req.GetSnapshotId()
 	if id == "" {
-		return nil, grpcError(invalidArg("snapshot ID is required"))
+		return nil, invalidArg("snapshot ID is required")
 	}
 	volID, name, ok := parseSnapshotID(id)
 	if !ok {
-		return nil, grpcError(notFound("snapshot %q not found", id))
+		return nil, notFound("snapshot %q not found", id)
 	}
 	snap, _, err := s.findSnapshot(ctx, volID, name)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	return &csi.GetSnapshotResponse{Snapshot: csiSnapshot(snap)}, nil
 }
@@ -136,16 +141,20 @@ func (s *Service) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) 
 // ListSnapshots pages through snapshots in ID order, optionally those of one
 // volume or the one with a given ID. Unknown IDs give an empty list (CSI).
 func (s *Service) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
+	return reply(s.listSnapshots(ctx, req))
+}
+
+func (s *Service) listSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
 	if req.GetMaxEntries() < 0 {
-		return nil, grpcError(invalidArg("max_entries must not be negative"))
+		return nil, invalidArg("max_entries must not be negative")
 	}
 	start, ok := parsePageToken(req.GetStartingToken())
 	if !ok {
-		return nil, grpcError(abortedToken(req.GetStartingToken()))
+		return nil, abortedToken(req.GetStartingToken())
 	}
-	snaps, err := s.listSnapshots(ctx, req.GetSnapshotId(), req.GetSourceVolumeId())
+	snaps, err := s.snapshotsMatching(ctx, req.GetSnapshotId(), req.GetSourceVolumeId())
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	sort.Slice(snaps, func(i, j int) bool { return snapshotIDOf(snaps[i]) < snapshotIDOf(snaps[j]) })
 	entries, next := page(snaps, snapshotIDOf, start, int(req.GetMaxEntries()))
@@ -156,7 +165,9 @@ func (s *Service) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsReque
 	return resp, nil
 }
 
-func (s *Service) listSnapshots(ctx context.Context, snapID, volID string) ([]*backends.Snapshot, error) {
+// snapshotsMatching returns the snapshot with ID snapID, or those of volume
+// volID, or every snapshot (empty arguments match anything).
+func (s *Service) snapshotsMatching(ctx context.Context, snapID, volID string) ([]*backends.Snapshot, error) {
 	if snapID != "" {
 		v, name, ok := parseSnapshotID(snapID)
 		if !ok || volID != "" && v != volID {

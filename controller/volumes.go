@@ -16,62 +16,26 @@ import (
 func (s *Service) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	vol, err := s.createVolume(ctx, req)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, toStatus(err)
 	}
 	return &csi.CreateVolumeResponse{Volume: csiVolume(vol)}, nil
 }
 
 func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*backends.Volume, error) {
+	use, params, err := checkCreateRequest(req)
+	if err != nil {
+		return nil, err
+	}
 	name := req.GetName()
-	if name == "" {
-		return nil, invalidArg("volume name is required")
-	}
-	use, err := parseCapabilities(req.GetVolumeCapabilities())
-	if err != nil {
-		return nil, err
-	}
-	rng := req.GetCapacityRange()
-	if rng.GetRequiredBytes() < 0 || rng.GetLimitBytes() < 0 {
-		return nil, outOfRange("capacity range must not be negative")
-	}
-	if rng.GetLimitBytes() > 0 && rng.GetRequiredBytes() > rng.GetLimitBytes() {
-		return nil, outOfRange("required bytes %d exceed limit bytes %d", rng.GetRequiredBytes(), rng.GetLimitBytes())
-	}
-	params, err := parseParameters(req.GetParameters())
-	if err != nil {
-		return nil, err
-	}
-	if len(req.GetMutableParameters()) > 0 {
-		return nil, invalidArg("mutable parameters (VolumeAttributesClass) are not supported")
-	}
-
 	unlock, ok := s.locks.TryLock(volumeKey(name))
 	if !ok {
 		return nil, pending(name)
 	}
 	defer unlock()
-	log := logrus.WithContext(ctx).WithField("volume", name)
-
-	// Idempotency: the name is the volume ID, so an earlier attempt is
-	// found by looking the ID up.
-	var resume *found
-	existing, err := s.findVolume(ctx, name)
-	switch {
-	case err == nil:
-		if err := compatible(existing, req, use); err != nil {
-			return nil, err
-		}
-		if !existing.vol.Incomplete {
-			log.Debug("volume exists; returning it")
-			return existing.vol, nil
-		}
-		// The backend's create completes what the earlier attempt left.
-		log.Info("completing a volume an earlier attempt left half-made")
-		resume = existing
-	case !errors.Is(err, backends.ErrNotFound):
-		return nil, err
+	done, resume, err := s.earlierCreate(ctx, req, use)
+	if err != nil || done != nil {
+		return done, err
 	}
-
 	src, err := s.contentSource(ctx, req.GetVolumeContentSource())
 	if err != nil {
 		return nil, err
@@ -79,7 +43,65 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	if src != nil {
 		return s.createClone(ctx, name, req, use, params, src)
 	}
+	return s.createInPools(ctx, req, use, params, resume)
+}
 
+// checkCreateRequest checks a CreateVolume's arguments before anything is
+// looked up.
+func checkCreateRequest(req *csi.CreateVolumeRequest) (*volumeUse, *parameters, error) {
+	if req.GetName() == "" {
+		return nil, nil, invalidArg("volume name is required")
+	}
+	use, err := parseCapabilities(req.GetVolumeCapabilities())
+	if err != nil {
+		return nil, nil, err
+	}
+	rng := req.GetCapacityRange()
+	if rng.GetRequiredBytes() < 0 || rng.GetLimitBytes() < 0 {
+		return nil, nil, outOfRange("capacity range must not be negative")
+	}
+	if rng.GetLimitBytes() > 0 && rng.GetRequiredBytes() > rng.GetLimitBytes() {
+		return nil, nil, outOfRange("required bytes %d exceed limit bytes %d", rng.GetRequiredBytes(), rng.GetLimitBytes())
+	}
+	params, err := parseParameters(req.GetParameters())
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(req.GetMutableParameters()) > 0 {
+		return nil, nil, invalidArg("mutable parameters (VolumeAttributesClass) are not supported")
+	}
+	return use, params, nil
+}
+
+// earlierCreate finds what an earlier call for this name made: the name is
+// the volume ID, so looking the ID up finds it. It returns a finished volume
+// to answer with (done), or a half-made one for the backend's create to
+// complete (resume), or neither.
+func (s *Service) earlierCreate(ctx context.Context, req *csi.CreateVolumeRequest, use *volumeUse) (done *backends.Volume, resume *found, err error) {
+	existing, err := s.findVolume(ctx, req.GetName())
+	if errors.Is(err, backends.ErrNotFound) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := compatible(existing, req, use); err != nil {
+		return nil, nil, err
+	}
+	log := logrus.WithContext(ctx).WithField("volume", req.GetName())
+	if !existing.vol.Incomplete {
+		log.Debug("volume exists; returning it")
+		return existing.vol, nil, nil
+	}
+	log.Info("completing a volume an earlier attempt left half-made")
+	return nil, existing, nil
+}
+
+// createInPools creates the volume in the first pool that fits, trying the
+// next one while pools are full. A resumed create stays where the earlier
+// attempt started it.
+func (s *Service) createInPools(ctx context.Context, req *csi.CreateVolumeRequest, use *volumeUse, params *parameters, resume *found) (*backends.Volume, error) {
+	name := req.GetName()
 	places, err := s.placements(ctx, params, use, req.GetAccessibilityRequirements(), name)
 	if err != nil {
 		return nil, err
@@ -89,7 +111,7 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 		if resume != nil && (pl.backend != resume.backend || resume.vol.Pool != "" && pl.pool.Name != resume.vol.Pool) {
 			continue
 		}
-		size, err := volumeSize(rng, pl.backend.Limits(), 0)
+		size, err := volumeSize(req.GetCapacityRange(), pl.backend.Limits(), 0)
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +119,8 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 		if err == nil || !errors.Is(err, backends.ErrExhausted) {
 			return vol, err
 		}
-		log.WithError(err).WithFields(logrus.Fields{"backend": pl.backend.Name(), "pool": pl.pool.Name}).Info("pool is full; trying the next one")
+		logrus.WithContext(ctx).WithError(err).WithFields(logrus.Fields{"volume": name, "backend": pl.backend.Name(), "pool": pl.pool.Name}).
+			Info("pool is full; trying the next one")
 		lastErr = err
 	}
 	if lastErr == nil {
@@ -179,45 +202,50 @@ func volumeSize(rng *csi.CapacityRange, lim backends.Limits, floor int64) (int64
 
 // DeleteVolume deletes a volume; an unknown one is already deleted.
 func (s *Service) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	return reply(&csi.DeleteVolumeResponse{}, s.deleteVolume(ctx, req))
+}
+
+func (s *Service) deleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) error {
 	id := req.GetVolumeId()
 	if id == "" {
-		return nil, grpcError(invalidArg("volume ID is required"))
+		return invalidArg("volume ID is required")
 	}
 	unlock, ok := s.locks.TryLock(volumeKey(id))
 	if !ok {
-		return nil, grpcError(pending(id))
+		return pending(id)
 	}
 	defer unlock()
 	f, err := s.findVolume(ctx, id)
 	if errors.Is(err, backends.ErrNotFound) {
-		return &csi.DeleteVolumeResponse{}, nil
+		return nil
 	}
 	if err != nil {
-		return nil, grpcError(err)
+		return err
 	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "backend": f.backend.Name()}).Info("deleting volume")
-	if err := f.backend.DeleteVolume(ctx, f.vol); err != nil {
-		return nil, grpcError(err)
-	}
-	return &csi.DeleteVolumeResponse{}, nil
+	return f.backend.DeleteVolume(ctx, f.vol)
 }
 
 // ValidateVolumeCapabilities confirms the capabilities a volume supports.
 func (s *Service) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	return reply(s.validateVolumeCapabilities(ctx, req))
+}
+
+func (s *Service) validateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
 	id := req.GetVolumeId()
 	if id == "" {
-		return nil, grpcError(invalidArg("volume ID is required"))
+		return nil, invalidArg("volume ID is required")
 	}
 	use, err := parseCapabilities(req.GetVolumeCapabilities())
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	if _, err := parseParameters(req.GetParameters()); err != nil {
 		return &csi.ValidateVolumeCapabilitiesResponse{Message: err.Error()}, nil
 	}
 	f, err := s.findVolume(ctx, id)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	if err := use.fitsVolume(f.backend.Protocol(), f.vol); err != nil {
 		return &csi.ValidateVolumeCapabilitiesResponse{Message: err.Error()}, nil
@@ -232,16 +260,20 @@ func (s *Service) ValidateVolumeCapabilities(ctx context.Context, req *csi.Valid
 
 // ListVolumes pages through the volumes of all backends in ID order.
 func (s *Service) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
+	return reply(s.listVolumes(ctx, req))
+}
+
+func (s *Service) listVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
 	if req.GetMaxEntries() < 0 {
-		return nil, grpcError(invalidArg("max_entries must not be negative"))
+		return nil, invalidArg("max_entries must not be negative")
 	}
 	start, ok := parsePageToken(req.GetStartingToken())
 	if !ok {
-		return nil, grpcError(abortedToken(req.GetStartingToken()))
+		return nil, abortedToken(req.GetStartingToken())
 	}
 	vols, err := s.allVolumes(ctx)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	entries, next := page(vols, func(f found) string { return f.vol.ID }, start, int(req.GetMaxEntries()))
 	resp := &csi.ListVolumesResponse{NextToken: next}
@@ -255,14 +287,18 @@ func (s *Service) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) 
 // volume with these parameters: a volume lives in one pool, so a sum over
 // pools (which may share an aggregate) would promise more than fits.
 func (s *Service) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	return reply(s.getCapacity(ctx, req))
+}
+
+func (s *Service) getCapacity(ctx context.Context, req *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
 	params, err := parseParameters(req.GetParameters())
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, err
 	}
 	var use *volumeUse
 	if len(req.GetVolumeCapabilities()) > 0 {
 		if use, err = parseCapabilities(req.GetVolumeCapabilities()); err != nil {
-			return nil, grpcError(err)
+			return nil, err
 		}
 	}
 	var topo *csi.TopologyRequirement
@@ -272,17 +308,18 @@ func (s *Service) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) 
 	places, err := s.placements(ctx, params, use, topo, "")
 	if err != nil {
 		if errors.Is(err, backends.ErrUnavailable) {
-			return nil, grpcError(err)
+			return nil, err
 		}
-		// Nothing matches: no capacity rather than an error, so that
-		// capacity tracking reports zero for such a class.
+		// Nothing matches (or nothing is configured): no capacity rather
+		// than an error, so that capacity tracking reports zero for such
+		// a class.
 		return &csi.GetCapacityResponse{}, nil
 	}
 	resp := &csi.GetCapacityResponse{}
 	for _, pl := range places {
 		c, err := pl.backend.Capacity(ctx, pl.pool.Name)
 		if err != nil {
-			return nil, grpcError(err)
+			return nil, err
 		}
 		if c.Available >= resp.AvailableCapacity {
 			resp.AvailableCapacity = c.Available
@@ -300,8 +337,7 @@ func (s *Service) GetCapacity(ctx context.Context, req *csi.GetCapacityRequest) 
 // ControllerExpandVolume grows a volume; block volumes then need the node to
 // rescan and grow the filesystem.
 func (s *Service) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
-	resp, err := s.expandVolume(ctx, req)
-	return resp, grpcError(err)
+	return reply(s.expandVolume(ctx, req))
 }
 
 func (s *Service) expandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {

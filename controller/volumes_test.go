@@ -41,7 +41,7 @@ func newService(t *testing.T) (*Service, *fakeBackend, *fakeBackend) {
 	nas := newFake("nas1", "ontap-nas", backends.ProtocolFile)
 	san := newFake("san1", "ontap-san", backends.ProtocolBlock)
 	nodes := NewNodes()
-	nodes.Set(NodeInfo{Name: "node-1", IQN: "iqn.2020-01.io.example:node-1", IPs: []string{"10.0.0.1"}})
+	nodes.Set(backends.Node{Name: "node-1", IQN: "iqn.2020-01.io.example:node-1", IPs: []string{"10.0.0.1"}})
 	s, err := New(Config{Backends: []backends.Backend{nas, san}, Nodes: nodes})
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +79,11 @@ func TestNoBackendYet(t *testing.T) {
 	}
 	if _, err := s.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: "pvc-1"}); err != nil {
 		t.Fatalf("DeleteVolume of an unknown volume must succeed: %v", err)
+	}
+	// Capacity tracking sees zero, not an error, as for a class nothing
+	// matches.
+	if resp, err := s.GetCapacity(context.Background(), &csi.GetCapacityRequest{}); err != nil || resp.GetAvailableCapacity() != 0 {
+		t.Fatalf("GetCapacity without backends: %v, %v; want 0", resp, err)
 	}
 }
 
@@ -502,7 +507,7 @@ func TestGetCapacity(t *testing.T) {
 	}
 }
 
-func TestGRPCError(t *testing.T) {
+func TestToStatus(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
 		want codes.Code
@@ -520,14 +525,16 @@ func TestGRPCError(t *testing.T) {
 		{fmt.Errorf("op: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
 		{fmt.Errorf("op: %w", context.Canceled), codes.Canceled},
 		{fmt.Errorf("node: %w", ErrNodeNotFound), codes.NotFound},
-		{status.Error(codes.Aborted, "busy"), codes.Aborted},
+		{pending("volume v"), codes.Aborted},
+		{fmt.Errorf("wrapped: %w", invalidArg("x")), codes.InvalidArgument},
+		{unconfigured("x"), codes.Unavailable},
 		{errors.New("boom"), codes.Internal},
 	} {
-		if got := code(grpcError(tc.err)); got != tc.want {
+		if got := code(toStatus(tc.err)); got != tc.want {
 			t.Errorf("%v: %v, want %v", tc.err, got, tc.want)
 		}
 	}
-	if grpcError(nil) != nil {
+	if toStatus(nil) != nil {
 		t.Error("nil error mapped to non-nil")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,29 +13,28 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/node/iscsi"
 )
 
-// NodeInfo is what the controller needs to give this node access to
-// volumes: the IQN for igroups, the IPs for export-policy rules. Its fields
-// match controller.NodeInfo, so the lead's wiring converts one to the other.
-type NodeInfo struct {
-	Name string
-	IQN  string // "" when the host has no iSCSI initiator name
-	IPs  []string
-}
+// NodeInfo is backends.Node, the one type for what the controller needs to
+// give this node access to volumes (the IQN for igroups, the IPs for
+// export-policy rules), under the name node's tests still use; new code
+// names backends.Node.
+type NodeInfo = backends.Node
 
 // Reporter hands the node's info to the controller: in-process in allInOne,
-// Trident's PUT /trident/v1/node/<name> otherwise.
+// Trident's PUT /trident/v1/node/<name> or a Node annotation otherwise
+// (package nodeinfo).
 type Reporter interface {
-	ReportNode(ctx context.Context, info NodeInfo) error
+	ReportNode(ctx context.Context, info backends.Node) error
 }
 
 // ReporterFunc adapts a function to Reporter.
-type ReporterFunc func(ctx context.Context, info NodeInfo) error
+type ReporterFunc func(ctx context.Context, info backends.Node) error
 
 // ReportNode implements Reporter.
-func (f ReporterFunc) ReportNode(ctx context.Context, info NodeInfo) error { return f(ctx, info) }
+func (f ReporterFunc) ReportNode(ctx context.Context, info backends.Node) error { return f(ctx, info) }
 
 // Backoff of the node report: Trident 20.10 retried from 1 s up to 5 s,
 // 26.06 from 10 s up to 120 s (slow to recover after a controller restart,
@@ -77,8 +75,8 @@ func (s *Service) reportNode(ctx context.Context) {
 	}
 }
 
-func (s *Service) discoverNodeInfo(log *logrus.Entry) NodeInfo {
-	info := NodeInfo{Name: s.cfg.NodeID, IQN: s.cfg.InitiatorName, IPs: slices.Clone(s.cfg.IPs)}
+func (s *Service) discoverNodeInfo(log *logrus.Entry) backends.Node {
+	info := backends.Node{Name: s.cfg.NodeID, IQN: s.cfg.InitiatorName, IPs: slices.Clone(s.cfg.IPs)}
 	if info.IQN == "" {
 		iqn, err := iscsi.ReadInitiatorName(filepath.Join(hostRootOr(s.cfg.HostRoot), iscsi.InitiatorNameFile))
 		switch {
@@ -192,9 +190,4 @@ func parseDefaultRoutesV6(data []byte) []string {
 		}
 	}
 	return names
-}
-
-// String keeps NodeInfo readable in logs.
-func (n NodeInfo) String() string {
-	return fmt.Sprintf("%s iqn=%q ips=%v", n.Name, n.IQN, n.IPs)
 }

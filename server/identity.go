@@ -14,16 +14,12 @@ type Identity struct {
 	name         string
 	version      string
 	capabilities []*csi.PluginCapability
-	ready        func() bool
 }
 
-// NewIdentity answers GetPluginInfo with name and version, GetPluginCapabilities
-// with caps, and Probe with ready() (nil means always ready).
-func NewIdentity(name, version string, caps []*csi.PluginCapability, ready func() bool) *Identity {
-	if ready == nil {
-		ready = func() bool { return true }
-	}
-	return &Identity{name: name, version: version, capabilities: caps, ready: ready}
+// NewIdentity answers GetPluginInfo with name and version and
+// GetPluginCapabilities with caps.
+func NewIdentity(name, version string, caps []*csi.PluginCapability) *Identity {
+	return &Identity{name: name, version: version, capabilities: caps}
 }
 
 func (i *Identity) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
@@ -34,11 +30,27 @@ func (i *Identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: i.capabilities}, nil
 }
 
-// Probe never fails while the process serves: like Trident, a plugin that is
-// still initializing answers ready=false rather than an error, so sidecars
-// wait instead of restarting it.
+// Probe answers ready, in every role, as soon as the process serves CSI,
+// and never fails. CSI lets a plugin that is still initializing answer
+// ready=false; once our socket serves, nothing is left that Probe should
+// wait for:
+//
+//   - node: not kubelet registration. Probe reaches whichever process owns
+//     the endpoint E, and E moves between plugin generations during a
+//     handover (I3), so it cannot speak for one pod's registration. That
+//     readiness is the pod's own: /readyz on its health socket (`ontap-csi
+//     probe`, an exec probe), on --metrics-address, and Trident's /readiness.
+//   - controller: not backends. Trident answers ready while it still
+//     initializes, backends or none, and the sidecars wait at start until
+//     Probe says ready: waiting on TridentBackendConfigs would hold all of
+//     them, though calls have meaningful answers without a backend
+//     (CreateVolume Unavailable, GetCapacity zero, DeleteVolume of an
+//     unknown volume OK).
+//
+// A start that fails does not serve at all: the process exits, where Trident
+// would answer FailedPrecondition after a failed bootstrap.
 func (i *Identity) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, error) {
-	return &csi.ProbeResponse{Ready: wrapperspb.Bool(i.ready())}, nil
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }
 
 // ServiceCapability is a shorthand for a plugin service capability.

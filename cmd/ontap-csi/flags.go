@@ -202,7 +202,20 @@ func parseOptions(args []string) (*options, *flag.FlagSet, error) {
 	return o, fs, o.validate()
 }
 
+// validate checks the options and derives what serving needs from them. A
+// failure is a usageError naming the flag.
 func (o *options) validate() error {
+	for _, check := range []func() error{o.validateRole, o.validateServing, o.validateNodeDataPath} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateRole checks the role and what it requires: the endpoint, a node
+// name, and the Trident API flags that fit it.
+func (o *options) validateRole() error {
 	switch o.csiRole {
 	case roleNode, roleController, roleAllInOne:
 	case "":
@@ -224,9 +237,12 @@ func (o *options) validate() error {
 	if o.csiRole == roleNode && len(o.backendConfigs) > 0 {
 		return usagef("--backend-config is only used in the controller and allInOne roles")
 	}
-	if err := o.tridentAPI.validate(o.csiRole); err != nil {
-		return err
-	}
+	return o.tridentAPI.validate(o.csiRole)
+}
+
+// validateServing checks logging, the kubelet handover and shutdown, and
+// the health and metrics address.
+func (o *options) validateServing() error {
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return usagef("--log_format %q is not one of text, json", o.logFormat)
 	}
@@ -256,6 +272,12 @@ func (o *options) validate() error {
 			return usagef("--metrics-address %q: %v", o.metricsAddress, err)
 		}
 	}
+	return nil
+}
+
+// validateNodeDataPath checks the node's limits, paths and identity (host
+// root, topology, addresses).
+func (o *options) validateNodeDataPath() error {
 	for name, v := range map[string]int{"--max-iscsi-operations": o.maxISCSIOperations, "--max-nfs-mounts": o.maxNFSMounts, "--max-formats": o.maxFormats} {
 		if v < 1 {
 			return usagef("%s %d must be at least 1", name, v)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/controller/kubenodes"
 	"github.com/ontap-csi/ontap-csi/node/kubenode"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 	"github.com/ontap-csi/ontap-csi/server"
 )
 
@@ -29,7 +30,7 @@ func nodeAnnotationReporter() *kubenode.Reporter {
 		logrus.WithError(err).Warn("Kubernetes client unusable: node info is not reported to a controller")
 		return nil
 	}
-	logrus.WithField("annotation", kubenode.AnnotationKey).Info("node info is published as an annotation on this node's Node object")
+	logrus.WithField("annotation", nodeinfo.AnnotationKey).Info("node info is published as an annotation on this node's Node object")
 	return kubenode.New(client)
 }
 
@@ -48,7 +49,7 @@ func nodeAnnotationRegistry(t *tridentAPIOptions) *kubenodes.Registry {
 		logrus.WithError(err).Warn("Kubernetes client unusable: only nodes known in-process can be published to")
 		return nil
 	}
-	logrus.WithField("annotation", kubenodes.AnnotationKey).Info("node info is read from the Node objects' annotation")
+	logrus.WithField("annotation", nodeinfo.AnnotationKey).Info("node info is read from the Node objects' annotation")
 	return kubenodes.New(client, kubenodes.DefaultTTL)
 }
 

@@ -18,25 +18,19 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/client-go/rest"
 
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/controller/kubenodes"
-	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/node/kubenode"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 	"github.com/ontap-csi/ontap-csi/test/tridentcerts"
 )
-
-// The node and the controller side never import each other: they must
-// agree on the key by test.
-func TestNodeInfoAnnotationKeysAgree(t *testing.T) {
-	if kubenode.AnnotationKey != kubenodes.AnnotationKey {
-		t.Fatalf("node writes %q, controller reads %q", kubenode.AnnotationKey, kubenodes.AnnotationKey)
-	}
-}
 
 // nodesAPI serves GET and merge-patch PATCH of /api/v1/nodes/<name>, as the
 // API server does for the annotation, and records "who verb" per call.
@@ -144,7 +138,7 @@ func TestNodeInfoThroughTheAPI(t *testing.T) {
 		t.Fatalf("before reporting: %v", err)
 	}
 
-	info := node.NodeInfo{Name: "worker-1", IQN: "iqn.1993-08.org.debian:01:w1", IPs: []string{"10.0.0.1", "fd00::1"}}
+	info := backends.Node{Name: "worker-1", IQN: "iqn.1993-08.org.debian:01:w1", IPs: []string{"10.0.0.1", "fd00::1"}}
 	if err := reporter.ReportNode(ctx, info); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +177,7 @@ func TestNodeInfoThroughTheAPI(t *testing.T) {
 			t.Errorf("%s: %v", id, err)
 		}
 	}
-	if err := reporter.ReportNode(ctx, node.NodeInfo{Name: "worker-9"}); err == nil || !strings.Contains(err.Error(), "--csi_node_name") {
+	if err := reporter.ReportNode(ctx, backends.Node{Name: "worker-9"}); err == nil || !strings.Contains(err.Error(), "--csi_node_name") {
 		t.Errorf("reporting for a name that is no Node: %v", err)
 	}
 }
@@ -194,7 +188,7 @@ func (a *nodesAPI) annotation(name string) string {
 	defer a.mu.Unlock()
 	meta, _ := a.nodes[name]["metadata"].(map[string]any)
 	ann, _ := meta["annotations"].(map[string]any)
-	v, _ := ann[kubenode.AnnotationKey].(string)
+	v, _ := ann[nodeinfo.AnnotationKey].(string)
 	return v
 }
 
@@ -206,100 +200,9 @@ func (a *nodesAPI) annotation(name string) string {
 // its IQN in the igroup; a node without a node plugin is NotFound.
 func TestStandaloneAttach(t *testing.T) {
 	c := &cluster{root: shortTempDir(t)}
-	var err error
-	if c.certs, err = tridentcerts.Write(filepath.Join(c.root, "certs")); err != nil {
-		t.Fatal(err)
-	}
-	// Tokens are the callers' names in the API's record.
-	c.saCtrl, c.saNode = c.serviceAccount(t, "sa-ctrl", "controller"), c.serviceAccount(t, "sa-node", "node")
-	api := &nodesAPI{nodes: map[string]map[string]any{}}
-	for _, name := range []string{"worker-1", "worker-2"} {
-		api.nodes[name] = map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": name}}
-	}
-	c.netns = startSandbox(t)
-	cert, err := tls.LoadX509KeyPair(c.certs.Path(tridentcerts.ServerCert), c.certs.Path(tridentcerts.ServerKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveTLS := func(addr string, h http.Handler) {
-		l, err := listenIn(c.netns, addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}})) }()
-		t.Cleanup(func() { srv.Close() })
-	}
-	serveTLS("127.0.0.1:6443", api)
-	if c.sim, err = ontapsim.New(ontapsim.Config{Password: ontapPassword}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.sim.Close() })
-	serveTLS("127.0.0.1:9443", c.sim.Handler())
-
-	// The ontap-csi-backends Secret, as deploy/examples/backend-ontap-san.yaml.
-	ca, err := os.ReadFile(c.certs.Path(tridentcerts.CACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	backends := filepath.Join(c.root, "backends")
-	backend, _ := json.Marshal(map[string]any{
-		"version": 1, "storageDriverName": "ontap-san", "backendName": "ontap-san",
-		"managementLIF": "127.0.0.1:9443", "svm": "svm0", "username": "admin", "password": ontapPassword,
-		"trustedCACertificate": string(ca),
-	})
-	if err := os.MkdirAll(backends, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(backends, "backend.json"), backend, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	inPod := []string{"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=6443"}
-	const saPath = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-	// deploy/kustomize/controller/deployment.yaml's ontap-csi container.
-	ctrlPlugin := filepath.Join(c.root, "ctrl-plugin")
-	if err := os.MkdirAll(ctrlPlugin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ctrl := startContainer(t, containerSpec{
-		NetNS: c.netns,
-		Mounts: []mountSpec{
-			{Source: ctrlPlugin, Target: "/plugin"},
-			{Source: backends, Target: "/etc/ontap-csi/backends", ReadOnly: true},
-			{Source: c.saCtrl, Target: saPath, ReadOnly: true},
-		},
-		Argv: []string{"/ontap-csi", "--csi_role=controller", "--csi_endpoint=unix:///plugin/csi.sock",
-			"--backend-config=/etc/ontap-csi/backends/backend.json", "--metrics-address=:9808", "--log_format=text", "--log_level=info"},
-		Env: inPod,
-	})
-	conn := dial(t, ctrl.proc, filepath.Join(ctrlPlugin, "csi.sock"))
-
-	// deploy/kustomize/node/daemonset.yaml's container on worker-1: no
-	// /certs.
-	w1 := c.newNodeHost(t, "worker-1")
-	k1 := startKubelet(t, w1)
-	const kubelet = "/var/lib/kubelet"
-	n1 := startContainer(t, containerSpec{
-		NetNS: c.netns,
-		Mounts: []mountSpec{
-			{Source: w1.path(kubelet + "/plugins/csi.trident.netapp.io"), Target: "/plugin"},
-			{Source: w1.path(kubelet + "/plugins_registry"), Target: kubelet + "/plugins_registry"},
-			{Source: w1.path(kubelet + "/plugins"), Target: kubelet + "/plugins"},
-			{Source: w1.path(kubelet + "/pods"), Target: kubelet + "/pods"},
-			{Source: w1.root, Target: "/host"},
-			{Source: w1.path("/var/lib/trident/tracking"), Target: "/var/lib/trident/tracking"},
-			{Source: c.saNode, Target: saPath, ReadOnly: true},
-		},
-		Argv: []string{"/ontap-csi", "--csi_role=node", "--csi_endpoint=unix:///plugin/csi.sock", "--csi_node_name=worker-1",
-			"--kubelet-dir=" + kubelet, "--host-root=/host", "--handover-grace=20s", "--metrics-address=:9809",
-			"--log_format=text", "--log_level=info"},
-		Env: append([]string{"POD_NAME=ontap-csi-node-w1", "POD_UID=uid-w1"}, inPod...),
-	})
-	k1.registered(t)
-	eventually(t, "worker-1's node info on its Node", 60*time.Second, func() (bool, string) {
-		return strings.Contains(api.annotation("worker-1"), w1.iqn), n1.logs()
-	})
+	api := c.startStandaloneSandbox(t)
+	conn := c.startStandaloneController(t)
+	w1, n1 := c.startStandaloneNode(t, api, "worker-1")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -334,4 +237,114 @@ func TestStandaloneAttach(t *testing.T) {
 	if !strings.Contains(n1.logs(), "node info reported to the controller") {
 		t.Errorf("node log does not confirm the report:\n%s", n1.logs())
 	}
+}
+
+// inPod is what a pod's containers find: the API server's Service.
+var inPod = []string{"KUBERNETES_SERVICE_HOST=127.0.0.1", "KUBERNETES_SERVICE_PORT=6443"}
+
+const saPath = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// startStandaloneSandbox starts a network namespace serving the Kubernetes
+// API (Nodes worker-1 and worker-2) on 127.0.0.1:6443 and the ONTAP
+// simulator on 127.0.0.1:9443, over TLS, and the service accounts of the
+// controller and the node plugin.
+func (c *cluster) startStandaloneSandbox(t *testing.T) *nodesAPI {
+	var err error
+	if c.certs, err = tridentcerts.Write(filepath.Join(c.root, "certs")); err != nil {
+		t.Fatal(err)
+	}
+	// Tokens are the callers' names in the API's record.
+	c.saCtrl, c.saNode = c.serviceAccount(t, "sa-ctrl", "controller"), c.serviceAccount(t, "sa-node", "node")
+	api := &nodesAPI{nodes: map[string]map[string]any{}}
+	for _, name := range []string{"worker-1", "worker-2"} {
+		api.nodes[name] = map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": name}}
+	}
+	c.netns = startSandbox(t)
+	cert, err := tls.LoadX509KeyPair(c.certs.Path(tridentcerts.ServerCert), c.certs.Path(tridentcerts.ServerKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveTLS := func(addr string, h http.Handler) {
+		l, err := listenIn(c.netns, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}})) }()
+		t.Cleanup(func() { srv.Close() })
+	}
+	serveTLS("127.0.0.1:6443", api)
+	if c.sim, err = ontapsim.New(ontapsim.Config{Password: ontapPassword}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.sim.Close() })
+	serveTLS("127.0.0.1:9443", c.sim.Handler())
+	return api
+}
+
+// startStandaloneController runs deploy/kustomize/controller/deployment.yaml's
+// ontap-csi container, its backend from the ontap-csi-backends Secret (as
+// deploy/examples/backend-ontap-san.yaml), and connects to its CSI socket.
+func (c *cluster) startStandaloneController(t *testing.T) *grpc.ClientConn {
+	ca, err := os.ReadFile(c.certs.Path(tridentcerts.CACert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := filepath.Join(c.root, "backends")
+	backend, _ := json.Marshal(map[string]any{
+		"version": 1, "storageDriverName": "ontap-san", "backendName": "ontap-san",
+		"managementLIF": "127.0.0.1:9443", "svm": "svm0", "username": "admin", "password": ontapPassword,
+		"trustedCACertificate": string(ca),
+	})
+	ctrlPlugin := filepath.Join(c.root, "ctrl-plugin")
+	for _, dir := range []string{backends, ctrlPlugin} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(backends, "backend.json"), backend, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctrl := startContainer(t, containerSpec{
+		NetNS: c.netns,
+		Mounts: []mountSpec{
+			{Source: ctrlPlugin, Target: "/plugin"},
+			{Source: backends, Target: "/etc/ontap-csi/backends", ReadOnly: true},
+			{Source: c.saCtrl, Target: saPath, ReadOnly: true},
+		},
+		Argv: []string{"/ontap-csi", "--csi_role=controller", "--csi_endpoint=unix:///plugin/csi.sock",
+			"--backend-config=/etc/ontap-csi/backends/backend.json", "--metrics-address=:9808", "--log_format=text", "--log_level=info"},
+		Env: inPod,
+	})
+	return dial(t, ctrl.proc, filepath.Join(ctrlPlugin, "csi.sock"))
+}
+
+// startStandaloneNode runs deploy/kustomize/node/daemonset.yaml's container
+// on a node host (no /certs) and waits until kubelet registered it and its
+// node info is on its Node.
+func (c *cluster) startStandaloneNode(t *testing.T, api *nodesAPI, name string) (*nodeHost, *container) {
+	h := c.newNodeHost(t, name)
+	k := startKubelet(t, h)
+	const kubelet = "/var/lib/kubelet"
+	n := startContainer(t, containerSpec{
+		NetNS: c.netns,
+		Mounts: []mountSpec{
+			{Source: h.path(kubelet + "/plugins/csi.trident.netapp.io"), Target: "/plugin"},
+			{Source: h.path(kubelet + "/plugins_registry"), Target: kubelet + "/plugins_registry"},
+			{Source: h.path(kubelet + "/plugins"), Target: kubelet + "/plugins"},
+			{Source: h.path(kubelet + "/pods"), Target: kubelet + "/pods"},
+			{Source: h.root, Target: "/host"},
+			{Source: h.path("/var/lib/trident/tracking"), Target: "/var/lib/trident/tracking"},
+			{Source: c.saNode, Target: saPath, ReadOnly: true},
+		},
+		Argv: []string{"/ontap-csi", "--csi_role=node", "--csi_endpoint=unix:///plugin/csi.sock", "--csi_node_name=" + name,
+			"--kubelet-dir=" + kubelet, "--host-root=/host", "--handover-grace=20s", "--metrics-address=:9809",
+			"--log_format=text", "--log_level=info"},
+		Env: append([]string{"POD_NAME=ontap-csi-node-" + name, "POD_UID=uid-" + name}, inPod...),
+	})
+	k.registered(t)
+	eventually(t, name+"'s node info on its Node", 60*time.Second, func() (bool, string) {
+		return strings.Contains(api.annotation(name), h.iqn), n.logs()
+	})
+	return h, n
 }

@@ -408,9 +408,47 @@ func testOperatorObjects(t *testing.T, v string) {
 	c := newCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	checkVersionPod(t)
+	ctrl, conn := c.startOperatorController(ctx, t, v)
+	w1, n1, ctrlAPI := c.startReachableNode(ctx, t, v)
+	w2, n2 := c.startUnreachableNode(ctx, t, v)
 
-	// The operator's transient version pod: `tridentctl pause`, then
-	// `/bin/tridentctl version --client -o yaml` must name its release.
+	// The controller provisions on the TridentBackendConfig's backend and
+	// publishes to the node the TridentNode describes: the node's IQN ends up
+	// in its igroup on ONTAP.
+	cc := csi.NewControllerClient(conn)
+	vol, capability := c.publishToWorker1(ctx, t, cc, "pvc-e2e", w1)
+	_, err := cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
+		VolumeId: vol.VolumeId, NodeId: "worker-2", VolumeCapability: capability,
+	})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("publish to a node that never registered: %v, want NotFound", err)
+	}
+
+	// A restarted controller keeps the node records and the backend.
+	if code := ctrl.stop(t); code != 0 {
+		t.Fatalf("controller exit %d after SIGTERM", code)
+	}
+	ctrl2, ctrlSock2 := c.startController(t, v)
+	conn2 := dial(t, ctrl2.proc, ctrlSock2)
+	eventually(t, "worker-1 known after a controller restart", 30*time.Second, func() (bool, string) {
+		code, body := get(t, ctrlAPI, "https://127.0.0.1:8443/trident/v1/node/worker-1")
+		return code == http.StatusOK && strings.Contains(body, w1.iqn), body
+	})
+	eventually(t, "publish after a controller restart", 60*time.Second, func() (bool, string) {
+		_, err := csi.NewControllerClient(conn2).ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
+			VolumeId: vol.VolumeId, NodeId: "worker-1", VolumeCapability: capability,
+		})
+		return err == nil, fmt.Sprint(err)
+	})
+	c.checkControllers(t, v, ctrl, ctrl2)
+	stopNodesRegistered(t, []*container{n1, n2}, []*nodeHost{w1, w2})
+}
+
+// checkVersionPod runs what the operator's transient version pod does:
+// `tridentctl pause`, then `/bin/tridentctl version --client -o yaml`,
+// which must name its release.
+func checkVersionPod(t *testing.T) {
 	code, out := execIn(t, "", "/bin/tridentctl", "version", "--client", "-o", "yaml")
 	var clientVersion struct {
 		Client struct{ Version, GoVersion string } `json:"client"`
@@ -436,8 +474,12 @@ func testOperatorObjects(t *testing.T, v string) {
 	case <-time.After(30 * time.Second):
 		t.Error("tridentctl pause ignored SIGTERM")
 	}
+}
 
-	// The controller Deployment.
+// startOperatorController starts the controller Deployment and checks what
+// the sidecars and the operator ask of it first, until its backend from the
+// TridentBackendConfig and its Secret is bound.
+func (c *cluster) startOperatorController(ctx context.Context, t *testing.T, v string) (*container, *grpc.ClientConn) {
 	ctrl, ctrlSock := c.startController(t, v)
 	conn := dial(t, ctrl.proc, ctrlSock)
 	// The sidecars' first calls: Identity, then the controller's capabilities.
@@ -468,25 +510,29 @@ func testOperatorObjects(t *testing.T, v string) {
 		code, out := execIn(t, c.netns, "tridentctl", "-s", "127.0.0.1:8000", "version")
 		return code == 0, out
 	})
-	code, out = execIn(t, c.netns, "tridentctl", "-s", "127.0.0.1:8000", "version", "-o", "json")
+	code, out := execIn(t, c.netns, "tridentctl", "-s", "127.0.0.1:8000", "version", "-o", "json")
 	var versions struct{ Server, Client struct{ Version string } }
 	if err := json.Unmarshal([]byte(out), &versions); code != 0 || err != nil || !strings.HasPrefix(versions.Server.Version, tridentVersion+"+") {
 		t.Fatalf("tridentctl version -o json: exit %d, %v:\n%s", code, err, out)
 	}
-
-	// The backend comes from the TridentBackendConfig and its Secret.
 	eventually(t, "TridentBackendConfig bound", 60*time.Second, func() (bool, string) {
 		st, _ := c.api.get("tridentbackendconfigs", "backend-san")["status"].(map[string]any)
 		return st["phase"] == "Bound" && st["lastOperationStatus"] == "Success", fmt.Sprint(st)
 	})
+	return ctrl, conn
+}
 
-	// Node DaemonSet pod on worker-1, which reaches the controller.
+// startReachableNode starts the node DaemonSet pod on worker-1, which
+// reaches the controller: it registers with kubelet through the host root
+// mount, and its node info reaches the controller over mutual TLS and is
+// kept as a TridentNode. It returns the node's client of the controller's
+// node API.
+func (c *cluster) startReachableNode(ctx context.Context, t *testing.T, v string) (*nodeHost, *container, *http.Client) {
 	w1 := c.newNodeHost(t, "worker-1")
 	k1 := startKubelet(t, w1)
 	n1 := c.startNode(t, v, w1, c.netns)
 	dial(t, n1.proc, w1.path("/var/lib/kubelet/plugins/csi.trident.netapp.io/csi.sock"))
-	// It registered through the host root mount: the operator's trident-main
-	// container does not mount plugins_registry.
+	// The operator's trident-main container does not mount plugins_registry.
 	ep := k1.registered(t)
 	if want := w1.path("/var/lib/kubelet/plugins/csi.trident.netapp.io/csi-node.sock"); ep != want {
 		t.Errorf("kubelet endpoint %s, want %s", ep, want)
@@ -504,8 +550,6 @@ func testOperatorObjects(t *testing.T, v string) {
 	if out := st.logs(); st.cmd.ProcessState.ExitCode() != 0 || !strings.Contains(out, `"phase": "registered"`) {
 		t.Errorf("ontap-csi status in the node pod: exit %d:\n%s", st.cmd.ProcessState.ExitCode(), out)
 	}
-	// Node info reaches the controller over mutual TLS and is kept as a
-	// TridentNode.
 	ctrlAPI := httpsIn(c.netns, c.nodeClientTLS(t))
 	eventually(t, "worker-1 registered with the controller", 60*time.Second, func() (bool, string) {
 		code, body := get(t, ctrlAPI, "https://127.0.0.1:8443/trident/v1/node/worker-1")
@@ -515,17 +559,21 @@ func testOperatorObjects(t *testing.T, v string) {
 		t.Fatalf("TridentNode worker-1 = %v", tn)
 	}
 	if v == "26.06" {
-		probe := httpsIn(c.netns, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // kubelet's prober
+		prober := httpsIn(c.netns, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // kubelet's prober
 		for _, path := range []string{"/liveness", "/readiness"} {
 			eventually(t, "node probe "+path, 30*time.Second, func() (bool, string) {
-				code, body := get(t, probe, "https://127.0.0.1:17546"+path)
+				code, body := get(t, prober, "https://127.0.0.1:17546"+path)
 				return code == http.StatusOK, fmt.Sprint(code, body)
 			})
 		}
 	}
+	return w1, n1, ctrlAPI
+}
 
-	// Node DaemonSet pod on worker-2, which cannot reach the controller:
-	// it serves CSI, registers with kubelet and stays registered.
+// startUnreachableNode starts the node DaemonSet pod on worker-2, which
+// cannot reach the controller: it serves CSI, registers with kubelet, stays
+// registered and ready, and retries the controller.
+func (c *cluster) startUnreachableNode(ctx context.Context, t *testing.T, v string) (*nodeHost, *container) {
 	w2 := c.newNodeHost(t, "worker-2")
 	k2 := startKubelet(t, w2)
 	n2 := c.startNode(t, v, w2, c.isolate)
@@ -538,62 +586,40 @@ func testOperatorObjects(t *testing.T, v string) {
 	}
 	assertRegistered(t, w2)
 	if v == "26.06" {
-		probe := httpsIn(c.isolate, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // kubelet's prober
-		if code, body := get(t, probe, "https://127.0.0.1:17546/readiness"); code != http.StatusOK {
+		prober := httpsIn(c.isolate, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // kubelet's prober
+		if code, body := get(t, prober, "https://127.0.0.1:17546/readiness"); code != http.StatusOK {
 			t.Errorf("worker-2 /readiness = %d %s; a node without its controller is still ready", code, body)
 		}
 	}
 	if c.api.get("tridentnodes", "worker-2") != nil {
 		t.Error("worker-2 has a TridentNode although it never reached the controller")
 	}
+	return w2, n2
+}
 
-	// The controller provisions on the TridentBackendConfig's backend and
-	// publishes to the node the TridentNode describes: the node's IQN ends up
-	// in its igroup on ONTAP.
-	cc := csi.NewControllerClient(conn)
-	vol, capability := c.publishToWorker1(ctx, t, cc, "pvc-e2e", w1)
-	_, err = cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
-		VolumeId: vol.VolumeId, NodeId: "worker-2", VolumeCapability: capability,
-	})
-	if status.Code(err) != codes.NotFound {
-		t.Errorf("publish to a node that never registered: %v, want NotFound", err)
-	}
-
-	// A restarted controller keeps the node records and the backend.
-	if code := ctrl.stop(t); code != 0 {
-		t.Fatalf("controller exit %d after SIGTERM", code)
-	}
-	ctrl2, ctrlSock2 := c.startController(t, v)
-	conn2 := dial(t, ctrl2.proc, ctrlSock2)
-	eventually(t, "worker-1 known after a controller restart", 30*time.Second, func() (bool, string) {
-		code, body := get(t, ctrlAPI, "https://127.0.0.1:8443/trident/v1/node/worker-1")
-		return code == http.StatusOK && strings.Contains(body, w1.iqn), body
-	})
-	eventually(t, "publish after a controller restart", 60*time.Second, func() (bool, string) {
-		_, err := csi.NewControllerClient(conn2).ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
-			VolumeId: vol.VolumeId, NodeId: "worker-1", VolumeCapability: capability,
-		})
-		return err == nil, fmt.Sprint(err)
-	})
-
-	// The controller asked the API for nothing beyond its grants.
+// checkControllers checks that the controllers asked the API for nothing
+// beyond their grants and logged no panic and no password.
+func (c *cluster) checkControllers(t *testing.T, v string, ctrls ...*container) {
 	for _, call := range c.api.used("controller") {
 		if !slices.Contains(controllerRBAC, call) {
 			t.Errorf("the controller called %q, which its RBAC does not grant", call)
 		}
 	}
-	for _, p := range []*container{ctrl, ctrl2} {
+	for _, p := range ctrls {
 		logs := p.logs()
 		checkIgnoredFlags(t, logs, tridentIgnoredOf(t, v+" controller Deployment"))
 		if strings.Contains(logs, "panic") || strings.Contains(logs, ontapPassword) {
 			t.Errorf("controller log has a panic or the ONTAP password:\n%s", logs)
 		}
 	}
+}
 
-	// SIGTERM: the node plugins exit cleanly and stay registered (no
-	// successor: they keep E for the next pod, registration.md §5).
+// stopNodesRegistered sends SIGTERM to the node plugins: they exit cleanly
+// and stay registered (no successor: they keep E for the next pod,
+// registration.md §5).
+func stopNodesRegistered(t *testing.T, nodes []*container, hosts []*nodeHost) {
 	var wg sync.WaitGroup
-	for _, n := range []*container{n1, n2} {
+	for _, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -605,12 +631,12 @@ func testOperatorObjects(t *testing.T, v string) {
 		}()
 	}
 	wg.Wait()
-	for _, n := range []*container{n1, n2} {
+	for _, n := range nodes {
 		if n.cmd.ProcessState == nil || n.cmd.ProcessState.ExitCode() != 0 {
 			t.Errorf("node plugin did not exit 0 after SIGTERM: %v", n.cmd.ProcessState)
 		}
 	}
-	for _, h := range []*nodeHost{w1, w2} {
+	for _, h := range hosts {
 		entries, _ := os.ReadDir(h.path("/var/lib/kubelet/plugins_registry"))
 		live := 0
 		for _, e := range entries {

@@ -16,9 +16,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/node"
-	"github.com/ontap-csi/ontap-csi/registration"
 	"github.com/ontap-csi/ontap-csi/server"
 )
 
@@ -45,6 +45,9 @@ func serveMain(args []string) int {
 	return 0
 }
 
+// serve runs one role until ctx ends: the Identity service, then the
+// role's services, then the sockets and health endpoints. What CSI Probe
+// answers in each role, and why, is server.Identity.Probe's comment.
 func serve(ctx context.Context, o *options) error {
 	log := logrus.WithFields(logrus.Fields{"role": o.csiRole, "node": o.csiNodeName})
 	log.WithFields(logrus.Fields{
@@ -61,50 +64,19 @@ func serve(ctx context.Context, o *options) error {
 	}
 
 	grpcServer := server.NewGRPCServer()
-	ready := func() bool { return true }
-	csi.RegisterIdentityServer(grpcServer, server.NewIdentity(o.driverName, server.Version, pluginCapabilities(o.csiRole), ready))
+	csi.RegisterIdentityServer(grpcServer, server.NewIdentity(o.driverName, server.Version, pluginCapabilities(o.csiRole)))
+	var servers running
+	defer servers.stop()
 	var reporter node.Reporter
-	if o.csiRole != roleNode {
-		bs, err := loadBackends(o)
-		if err != nil {
-			return err
-		}
-		nodes := controller.NewNodes()
-		cfg := controller.Config{Backends: bs, Nodes: nodes}
-		// Under Trident's Deployment (--crd_persistence): node records are
-		// TridentNodes and backends come from TridentBackendConfigs too.
-		var tc *tridentController
-		if o.tridentAPI.crdPersistence {
-			if tc, err = newTridentController(ctx, &o.tridentAPI, backendNames(bs)); err != nil {
-				return err
-			}
-			cfg.Nodes, cfg.BackendSource = tc.nodes, tc.backends
-		} else if o.csiRole == roleController {
-			// ontap-csi's own install: node plugins annotate their Node
-			// objects. allInOne keeps its in-process registry (below).
-			if r := nodeAnnotationRegistry(&o.tridentAPI); r != nil {
-				cfg.Nodes = r
-			}
-		}
-		ctrl, err := newController(cfg)
-		if err != nil {
-			return err
-		}
-		csi.RegisterControllerServer(grpcServer, ctrl)
-		rest, err := serveTridentREST(&o.tridentAPI, tc)
-		if err != nil {
-			return err
-		}
-		defer shutdownAll(rest)
-		// In allInOne the local node reports to the controller in-process.
-		reporter = node.ReporterFunc(func(_ context.Context, n node.NodeInfo) error {
-			nodes.Set(controller.NodeInfo(n))
-			return nil
-		})
-	} else {
+	if o.csiRole == roleNode {
 		// Under Trident's DaemonSet: PUT /trident/v1/node to the controller;
 		// in our own install: an annotation on the Node (nodeinfo.go).
 		reporter = nodeReporter(&o.tridentAPI, o.topology)
+	} else {
+		var err error
+		if reporter, err = startController(ctx, o, grpcServer, &servers); err != nil {
+			return err
+		}
 	}
 	if o.csiRole != roleController {
 		nodeSvc, err := newNode(o, reporter)
@@ -114,56 +86,98 @@ func serve(ctx context.Context, o *options) error {
 		csi.RegisterNodeServer(grpcServer, nodeSvc)
 		nodeSvc.Start(ctx)
 	}
-
-	// In the node role the registration manager owns the CSI sockets: it
-	// binds E and --csi_endpoint by atomic rename and registers with kubelet
-	// (design/registration.md); the other roles just listen.
-	var reg *registration.Manager
 	if o.csiRole == roleNode {
-		var err error
-		if reg, err = newRegistration(o, grpcServer.Serve); err != nil {
-			return err
+		return serveRegistered(ctx, o, grpcServer, &servers, log)
+	}
+	return serveEndpoint(ctx, o, grpcServer, &servers, log)
+}
+
+// startController registers the controller service (controller and allInOne
+// roles) and starts Trident's REST servers. It returns the Reporter through
+// which allInOne's own node registers, in-process.
+func startController(ctx context.Context, o *options, grpcServer *grpc.Server, servers *running) (node.Reporter, error) {
+	bs, err := loadBackends(o)
+	if err != nil {
+		return nil, err
+	}
+	nodes := controller.NewNodes()
+	cfg := controller.Config{Backends: bs, Nodes: nodes}
+	// Under Trident's Deployment (--crd_persistence): node records are
+	// TridentNodes and backends come from TridentBackendConfigs too.
+	var tc *tridentController
+	if o.tridentAPI.crdPersistence {
+		if tc, err = newTridentController(ctx, &o.tridentAPI, backendNames(bs)); err != nil {
+			return nil, err
 		}
-		ready = reg.Ready
-		if uid := os.Getenv("POD_UID"); uid != "" {
-			// The readiness that orders a rollout must be this pod's own
-			// (server.ServePodHealth); deploy/ probes it with `ontap-csi probe`.
-			h, err := server.ServePodHealth(uid, reg.Ready)
-			if err != nil {
-				return err
-			}
-			defer shutdownAll([]shutdowner{h})
-		}
-		if o.tridentAPI.httpsREST {
-			probes, err := serveNodeProbes(&o.tridentAPI, reg.Ready)
-			if err != nil {
-				return err
-			}
-			defer shutdownAll([]shutdowner{probes})
+		cfg.Nodes, cfg.BackendSource = tc.nodes, tc.backends
+	} else if o.csiRole == roleController {
+		// ontap-csi's own install: node plugins annotate their Node
+		// objects. allInOne keeps its in-process registry.
+		if r := nodeAnnotationRegistry(&o.tridentAPI); r != nil {
+			cfg.Nodes = r
 		}
 	}
-
-	if o.metricsAddress != "" {
-		h, err := server.ServeHealth(o.metricsAddress, ready, o.csiRole == roleNode)
-		if err != nil {
-			return err
-		}
-		log.WithField("address", h.Addr().String()).Info("serving /healthz, /readyz and /metrics")
-		defer shutdownAll([]shutdowner{h})
+	ctrl, err := newController(cfg)
+	if err != nil {
+		return nil, err
 	}
-
-	if reg != nil {
-		// Run returns after SIGTERM once a successor took over E or the
-		// handover grace ran out; it never unlinks a path (I2, I7).
-		err := reg.Run(ctx)
-		drain(grpcServer, o.drainTimeout)
-		if err != nil {
-			return fmt.Errorf("registration: %w", err)
-		}
-		log.Info("ontap-csi stopped")
+	csi.RegisterControllerServer(grpcServer, ctrl)
+	rest, err := serveTridentREST(&o.tridentAPI, tc)
+	if err != nil {
+		return nil, err
+	}
+	servers.add(rest...)
+	return node.ReporterFunc(func(_ context.Context, n backends.Node) error {
+		nodes.Set(n)
 		return nil
-	}
+	}), nil
+}
 
+// serveRegistered serves the node role. The registration manager owns the
+// CSI sockets: it binds E and --csi_endpoint by atomic rename and registers
+// with kubelet (design/registration.md). The pod is ready once kubelet
+// registered it.
+func serveRegistered(ctx context.Context, o *options, grpcServer *grpc.Server, servers *running, log *logrus.Entry) error {
+	reg, err := newRegistration(o, grpcServer.Serve)
+	if err != nil {
+		return err
+	}
+	if uid := os.Getenv("POD_UID"); uid != "" {
+		// The readiness that orders a rollout must be this pod's own
+		// (server.ServePodHealth); deploy/ asks it with `ontap-csi probe`.
+		h, err := server.ServePodHealth(uid, reg.Ready)
+		if err != nil {
+			return err
+		}
+		servers.add(h)
+	}
+	if o.tridentAPI.httpsREST {
+		probes, err := serveNodeProbes(&o.tridentAPI, reg.Ready)
+		if err != nil {
+			return err
+		}
+		servers.add(probes)
+	}
+	if err := startHealth(o, reg.Ready, servers, log); err != nil {
+		return err
+	}
+	// Run returns after SIGTERM once a successor took over E or the
+	// handover grace ran out; it never unlinks a path (I2, I7).
+	err = reg.Run(ctx)
+	drain(grpcServer, o.drainTimeout)
+	if err != nil {
+		return fmt.Errorf("registration: %w", err)
+	}
+	log.Info("ontap-csi stopped")
+	return nil
+}
+
+// serveEndpoint serves the controller and allInOne roles on --csi_endpoint
+// until ctx ends. Nothing gates their readiness: /readyz answers ok.
+func serveEndpoint(ctx context.Context, o *options, grpcServer *grpc.Server, servers *running, log *logrus.Entry) error {
+	if err := startHealth(o, nil, servers, log); err != nil {
+		return err
+	}
 	sock, err := server.Listen(o.endpointPath)
 	if err != nil {
 		return fmt.Errorf("cannot serve CSI on --csi_endpoint %s: %w", o.csiEndpoint, err)
@@ -184,6 +198,33 @@ func serve(ctx context.Context, o *options) error {
 	}
 	log.Info("ontap-csi stopped")
 	return nil
+}
+
+// startHealth serves /healthz, /readyz (ready; nil: always) and /metrics on
+// --metrics-address, if one is given.
+func startHealth(o *options, ready func() bool, servers *running, log *logrus.Entry) error {
+	if o.metricsAddress == "" {
+		return nil
+	}
+	h, err := server.ServeHealth(o.metricsAddress, ready, o.csiRole == roleNode)
+	if err != nil {
+		return err
+	}
+	log.WithField("address", h.Addr().String()).Info("serving /healthz, /readyz and /metrics")
+	servers.add(h)
+	return nil
+}
+
+// running are the servers serve started besides CSI, stopped when it
+// returns, the last started first.
+type running []shutdowner
+
+func (r *running) add(s ...shutdowner) { *r = append(*r, s...) }
+
+func (r running) stop() {
+	for i := len(r) - 1; i >= 0; i-- {
+		shutdownAll(r[i : i+1])
+	}
 }
 
 // drain lets calls in flight finish, but not for longer than timeout: a

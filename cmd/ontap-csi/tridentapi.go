@@ -180,7 +180,8 @@ type shutdowner interface {
 
 // serveTridentREST starts the controller's Trident REST servers: node
 // registration over mutual TLS (--https_rest) and the version over HTTP
-// (--rest), which the operator's `tridentctl version` probes read.
+// (--rest), which `tridentctl version` reads for the Deployment's exec
+// probes and the operator's wait.
 func serveTridentREST(t *tridentAPIOptions, tc *tridentController) ([]shutdowner, error) {
 	var servers []shutdowner
 	if t.httpsREST && tc != nil {

@@ -90,9 +90,9 @@ func TestTridentctl(t *testing.T) {
 		return code, stdout.String(), stderr.String()
 	}
 
-	// The probe: exit status only.
+	// The Deployment's exec liveness and readiness probes: exit status only.
 	if code, out, errOut := run("", "-s", server, "version"); code != 0 || !strings.Contains(out, "SERVER VERSION") || !strings.Contains(out, "26.06.0+ontap-csi.test") {
-		t.Errorf("probe: exit %d\n%s%s", code, out, errOut)
+		t.Errorf("exec probe: exit %d\n%s%s", code, out, errOut)
 	}
 	// The operator's wait for the REST interface: JSON with server.version.
 	code, out, _ := run("", "--server="+server, "version", "-o", "json")

@@ -47,23 +47,33 @@ func (w *Watcher) reconcile(ctx context.Context, name string) error {
 	if err != nil {
 		return w.failed(ctx, tbc, cur, policyOf(spec), err, nil, log)
 	}
-	fp := r.fingerprint()
-	if cur != nil && cur.fingerprint == fp {
-		// Nothing changed since it was applied; repair a status that still
-		// tells of a failure since resolved (ONTAP back, Secret restored).
-		st := statusOf(tbc)
-		if st.Phase != PhaseBound || st.LastOperationStatus != OperationSuccess {
-			st.Phase, st.LastOperationStatus = PhaseBound, OperationSuccess
-			st.Message = fmt.Sprintf("Backend '%s' updated", cur.driver.Name())
-			st.BackendName, st.DeletionPolicy = cur.driver.Name(), r.deletionPolicy
-			if _, err := w.writeStatus(ctx, tbc, st); err != nil {
-				return err
-			}
-		}
-		delete(w.lastFailure, name)
-		return nil
+	if cur != nil && cur.fingerprint == r.fingerprint() {
+		return w.unchanged(ctx, tbc, cur, r)
 	}
+	return w.load(ctx, tbc, cur, r, log)
+}
 
+// unchanged answers a resource whose backend was built from exactly what
+// it says now: it repairs a status that still tells of a failure since
+// resolved (ONTAP back, Secret restored).
+func (w *Watcher) unchanged(ctx context.Context, tbc *unstructured.Unstructured, cur *loaded, r *rendered) error {
+	st := statusOf(tbc)
+	if st.Phase != PhaseBound || st.LastOperationStatus != OperationSuccess {
+		st.Phase, st.LastOperationStatus = PhaseBound, OperationSuccess
+		st.Message = fmt.Sprintf("Backend '%s' updated", cur.driver.Name())
+		st.BackendName, st.DeletionPolicy = cur.driver.Name(), r.deletionPolicy
+		if _, err := w.writeStatus(ctx, tbc, st); err != nil {
+			return err
+		}
+	}
+	delete(w.lastFailure, tbc.GetName())
+	return nil
+}
+
+// load builds the backend a resource now describes and, once ONTAP accepted
+// it, serves it in place of cur (nil: the resource had none).
+func (w *Watcher) load(ctx context.Context, tbc *unstructured.Unstructured, cur *loaded, r *rendered, log *logrus.Entry) error {
+	name := tbc.GetName()
 	if len(r.overridden) > 0 {
 		log.WithFields(logrus.Fields{"secret": r.secretName, "keys": r.overridden}).Warn("the spec and its Secret both set credentials; the Secret's are used, as in Trident")
 	}
@@ -87,7 +97,7 @@ func (w *Watcher) reconcile(ctx context.Context, name string) error {
 		release(b)
 		return w.failed(ctx, tbc, cur, r.deletionPolicy, fmt.Errorf("ONTAP: %w", err), r, log)
 	}
-	w.set(name, &loaded{uid: tbc.GetUID(), driver: b, served: b, fingerprint: fp})
+	w.set(name, &loaded{uid: tbc.GetUID(), driver: b, served: b, fingerprint: r.fingerprint()})
 	delete(w.lastFailure, name)
 
 	verb := "created"

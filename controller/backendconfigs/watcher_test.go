@@ -248,38 +248,56 @@ func bound(st Status) bool {
 	return st.Phase == PhaseBound && st.LastOperationStatus == OperationSuccess
 }
 
+// TestCreateRotateDelete follows one resource through its life: created,
+// its credentials rotated, deleted while it still holds a volume.
 func TestCreateRotateDelete(t *testing.T) {
 	e := newEnv(t)
-	ctx := context.Background()
 	if _, err := e.w.Backends(); err == nil {
 		// Before the first list nothing may be reported gone.
 		e.waitFor("first list", func() bool { _, err := e.w.Backends(); return err == nil })
 	}
+	first, vol := e.createWithVolume("nas")
+	second := e.rotatePassword("nas", first, vol)
+	e.deleteHolding("nas", second, vol)
+	e.assertNoCredentials(password1, password2)
+}
 
-	// Create: the backend appears, bound, with Trident's message and our
-	// finalizer; backendName defaults to the resource's name.
-	e.create("nas", e.spec(nil), nil)
-	st := e.waitStatus("nas", "Bound", bound)
-	if st.Message != "Backend 'nas' created" || st.BackendName != "nas" || st.DeletionPolicy != PolicyDelete {
+// createWithVolume creates a resource and a volume on its backend. The
+// backend appears, bound, with Trident's message and our finalizer;
+// backendName defaults to the resource's name.
+func (e *env) createWithVolume(name string) (backends.Backend, *backends.Volume) {
+	t := e.t
+	t.Helper()
+	e.create(name, e.spec(nil), nil)
+	st := e.waitStatus(name, "Bound", bound)
+	if st.Message != "Backend '"+name+"' created" || st.BackendName != name || st.DeletionPolicy != PolicyDelete {
 		t.Errorf("status = %+v", st)
 	}
-	if fins := e.get("nas").GetFinalizers(); len(fins) != 1 || fins[0] != Finalizer {
+	if fins := e.get(name).GetFinalizers(); len(fins) != 1 || fins[0] != Finalizer {
 		t.Errorf("finalizers = %v", fins)
 	}
-	first := e.backend("nas")
-	if first == nil {
-		t.Fatal("no backend nas")
+	b := e.backend(name)
+	if b == nil {
+		t.Fatalf("no backend %s", name)
 	}
-	pools, err := first.Pools(ctx)
+	pools, err := b.Pools(context.Background())
 	if err != nil || len(pools) == 0 {
 		t.Fatalf("Pools = %v, %v", pools, err)
 	}
-	vol, err := first.CreateVolume(ctx, &backends.CreateRequest{Name: "pvc-1", Pool: pools[0].Name, SizeBytes: 1 << 30, AccessType: backends.AccessMount})
+	vol, err := b.CreateVolume(context.Background(), &backends.CreateRequest{Name: "pvc-1", Pool: pools[0].Name, SizeBytes: 1 << 30, AccessType: backends.AccessMount})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b, vol
+}
 
-	// Credentials rotated on ONTAP: the running backend is refused...
+// rotatePassword changes the password on ONTAP: the running backend is
+// refused until the Secret (nas-creds, which e.spec names) has the new
+// password; then a new backend, made with it, serves and finds vol.
+func (e *env) rotatePassword(name string, first backends.Backend, vol *backends.Volume) backends.Backend {
+	t := e.t
+	t.Helper()
+	ctx := context.Background()
 	addr := e.addr
 	if err := e.sim.Close(); err != nil {
 		t.Fatal(err)
@@ -288,13 +306,11 @@ func TestCreateRotateDelete(t *testing.T) {
 	if _, err := first.ListVolumes(ctx); err == nil {
 		t.Fatal("the old password still works; the rotation test proves nothing")
 	}
-	// ...until the Secret has the new password: then a new backend, made
-	// with it, serves, and finds the volume made before.
 	if _, err := e.dyn.Resource(secretsGVR).Namespace(ns).Update(ctx, secret("nas-creds", password2), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	st = e.waitStatus("nas", "updated", func(st Status) bool { return bound(st) && st.Message == "Backend 'nas' updated" })
-	second := e.backend("nas")
+	e.waitStatus(name, "updated", func(st Status) bool { return bound(st) && st.Message == "Backend '"+name+"' updated" })
+	second := e.backend(name)
 	if second == nil || second == first {
 		t.Fatal("the backend was not rebuilt with the rotated credentials")
 	}
@@ -304,49 +320,54 @@ func TestCreateRotateDelete(t *testing.T) {
 		t.Errorf("Close calls: replaced backend %d, serving one %d; want 1, 0", closes(first), closes(second))
 	}
 	vols, err := second.ListVolumes(ctx)
-	if err != nil || len(vols) != 1 || vols[0].ID != "pvc-1" {
+	if err != nil || len(vols) != 1 || vols[0].ID != vol.ID {
 		t.Fatalf("after rotation ListVolumes = %v, %v", vols, err)
 	}
+	return second
+}
 
-	// Deleted while it holds a volume: it stays, takes no new volume, and
-	// the resource keeps its finalizer.
-	e.update("nas", func(o *unstructured.Unstructured) { o.SetDeletionTimestamp(&metav1.Time{Time: time.Now()}) })
-	st = e.waitStatus("nas", "Deleting", func(st Status) bool { return st.Phase == PhaseDeleting })
+// deleteHolding deletes a resource whose backend b holds vol: the backend
+// stays, takes no new volume, and the resource keeps its finalizer; once
+// vol is deleted, the backend goes, closed once, and the finalizer comes
+// off.
+func (e *env) deleteHolding(name string, b backends.Backend, vol *backends.Volume) {
+	t := e.t
+	t.Helper()
+	ctx := context.Background()
+	e.update(name, func(o *unstructured.Unstructured) { o.SetDeletionTimestamp(&metav1.Time{Time: time.Now()}) })
+	st := e.waitStatus(name, "Deleting", func(st Status) bool { return st.Phase == PhaseDeleting })
 	if !strings.Contains(st.Message, "still has 1 volume") {
 		t.Errorf("deleting status = %+v", st)
 	}
-	draining := e.backend("nas")
+	draining := e.backend(name)
 	if draining == nil {
 		t.Fatal("a backend with volumes was dropped on delete")
 	}
 	if p, _ := draining.Pools(ctx); len(p) != 0 {
 		t.Error("a backend being deleted still offers pools")
 	}
-	if _, err := draining.CreateVolume(ctx, &backends.CreateRequest{Name: "pvc-2", Pool: pools[0].Name, SizeBytes: 1 << 30}); !errors.Is(err, backends.ErrUnavailable) {
+	if _, err := draining.CreateVolume(ctx, &backends.CreateRequest{Name: "pvc-2", Pool: vol.Pool, SizeBytes: 1 << 30}); !errors.Is(err, backends.ErrUnavailable) {
 		t.Errorf("CreateVolume on a backend being deleted: %v, want ErrUnavailable", err)
 	}
-	if fins := e.get("nas").GetFinalizers(); len(fins) != 1 {
+	if fins := e.get(name).GetFinalizers(); len(fins) != 1 {
 		t.Fatalf("finalizer removed while volumes remain: %v", fins)
 	}
-	// Its last volume deleted: the backend goes and the finalizer comes off.
-	vol, err = draining.Volume(ctx, vol.ID)
+	vol, err := draining.Volume(ctx, vol.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := draining.DeleteVolume(ctx, vol); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("finalizer removed", func() bool { return len(e.get("nas").GetFinalizers()) == 0 })
-	e.waitFor("backend removed", func() bool { return e.backend("nas") == nil })
+	e.waitFor("finalizer removed", func() bool { return len(e.get(name).GetFinalizers()) == 0 })
+	e.waitFor("backend removed", func() bool { return e.backend(name) == nil })
 	if _, err := e.w.Backends(); err != nil {
 		t.Errorf("Backends after a clean delete: %v", err)
 	}
-	e.waitFor("the removed backend closed", func() bool { return closes(second) > 0 })
-	if n := closes(second); n != 1 {
+	e.waitFor("the removed backend closed", func() bool { return closes(b) > 0 })
+	if n := closes(b); n != 1 {
 		t.Errorf("the removed backend was closed %d times", n)
 	}
-
-	e.assertNoCredentials(password1, password2)
 }
 
 func TestBadConfigs(t *testing.T) {

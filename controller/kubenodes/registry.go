@@ -1,14 +1,13 @@
 // Package kubenodes is the controller's node registry in ontap-csi's own
 // install: each node plugin publishes its node info (IQN, IPs) as an
-// annotation on its Kubernetes Node object (package node/kubenode), and
-// the controller reads the Node on ControllerPublishVolume. Under Trident's
-// Deployment (--crd_persistence) TridentNode objects are used instead
-// (package controller/tridentnodes).
+// annotation on its Kubernetes Node object (nodeinfo.AnnotationKey, written
+// by package node/kubenode), and the controller reads the Node on
+// ControllerPublishVolume. Under Trident's Deployment (--crd_persistence)
+// TridentNode objects are used instead (package controller/tridentnodes).
 package kubenodes
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -16,31 +15,18 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
-
-// AnnotationKey is the Node annotation the node plugin writes (the same key
-// as node/kubenode.AnnotationKey; cmd/ontap-csi tests that they agree).
-const AnnotationKey = "csi.trident.netapp.io/node-info"
 
 // DefaultTTL is how long a node's info is reused. The attacher publishes
 // every volume of a starting pod at once, one call each; a few seconds
 // turn that burst into one GET, and are short enough that a node plugin
 // restarted with a new IQN is seen almost at once.
 const DefaultTTL = 5 * time.Second
-
-// NodesGVR is the core Node resource.
-var NodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-
-// info is the annotation's JSON value (node/kubenode.Info).
-type info struct {
-	Name string   `json:"name"`
-	IQN  string   `json:"iqn,omitempty"`
-	IPs  []string `json:"ips,omitempty"`
-}
 
 // Registry implements controller.NodeRegistry from Node annotations. Only
 // nodes that were found are cached: a node plugin that has just reported
@@ -56,7 +42,7 @@ type Registry struct {
 }
 
 type entry struct {
-	info    controller.NodeInfo
+	info    backends.Node
 	expires time.Time
 }
 
@@ -68,14 +54,14 @@ func New(client dynamic.Interface, ttl time.Duration) *Registry {
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
-	return &Registry{nodes: client.Resource(NodesGVR), ttl: ttl, now: time.Now, cache: map[string]entry{}}
+	return &Registry{nodes: client.Resource(nodeinfo.NodesGVR), ttl: ttl, now: time.Now, cache: map[string]entry{}}
 }
 
 // Node implements controller.NodeRegistry. A Node that does not exist, or
 // whose annotation is missing or unreadable, is an error wrapping
 // controller.ErrNodeNotFound that says why; any other API error is
 // returned as it is.
-func (r *Registry) Node(ctx context.Context, nodeID string) (*controller.NodeInfo, error) {
+func (r *Registry) Node(ctx context.Context, nodeID string) (*backends.Node, error) {
 	if n, ok := r.cached(nodeID); ok {
 		return n, nil
 	}
@@ -87,28 +73,27 @@ func (r *Registry) Node(ctx context.Context, nodeID string) (*controller.NodeInf
 	if err != nil {
 		return nil, fmt.Errorf("reading Node %s: %w", nodeID, err)
 	}
-	value, ok := obj.GetAnnotations()[AnnotationKey]
+	value, ok := obj.GetAnnotations()[nodeinfo.AnnotationKey]
 	if !ok {
 		return nil, fmt.Errorf("node %q: %w (the Node has no %s annotation: its node plugin has not reported; is the ontap-csi node pod running there?)",
-			nodeID, controller.ErrNodeNotFound, AnnotationKey)
+			nodeID, controller.ErrNodeNotFound, nodeinfo.AnnotationKey)
 	}
-	var in info
-	if err := json.Unmarshal([]byte(value), &in); err != nil {
+	n, err := nodeinfo.ParseAnnotation(value)
+	if err != nil {
 		return nil, fmt.Errorf("node %q: %w (its %s annotation is not node info: %v; its node plugin has not reported usable info)",
-			nodeID, controller.ErrNodeNotFound, AnnotationKey, err)
+			nodeID, controller.ErrNodeNotFound, nodeinfo.AnnotationKey, err)
 	}
-	if in.Name != nodeID {
+	if n.Name != nodeID {
 		// Copied from another Node, or hand-edited: not this node's IQN.
 		return nil, fmt.Errorf("node %q: %w (its %s annotation names node %q: its node plugin has not reported)",
-			nodeID, controller.ErrNodeNotFound, AnnotationKey, in.Name)
+			nodeID, controller.ErrNodeNotFound, nodeinfo.AnnotationKey, n.Name)
 	}
-	n := controller.NodeInfo{Name: in.Name, IQN: in.IQN, IPs: in.IPs}
 	r.store(n)
 	n.IPs = slices.Clone(n.IPs)
 	return &n, nil
 }
 
-func (r *Registry) cached(nodeID string) (*controller.NodeInfo, bool) {
+func (r *Registry) cached(nodeID string) (*backends.Node, bool) {
 	if r.ttl < 0 {
 		return nil, false
 	}
@@ -123,7 +108,7 @@ func (r *Registry) cached(nodeID string) (*controller.NodeInfo, bool) {
 	return &n, true
 }
 
-func (r *Registry) store(n controller.NodeInfo) {
+func (r *Registry) store(n backends.Node) {
 	if r.ttl < 0 {
 		return
 	}

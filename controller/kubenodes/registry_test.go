@@ -16,7 +16,9 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
 
 func nodeObject(name string, annotations map[string]any) *unstructured.Unstructured {
@@ -29,13 +31,13 @@ func nodeObject(name string, annotations map[string]any) *unstructured.Unstructu
 
 func newFake(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{NodesGVR: "NodeList"}, objs...)
+		map[schema.GroupVersionResource]string{nodeinfo.NodesGVR: "NodeList"}, objs...)
 }
 
 func gets(c *dynamicfake.FakeDynamicClient) int {
 	n := 0
 	for _, a := range c.Actions() {
-		if a.GetVerb() == "get" && a.GetResource() == NodesGVR {
+		if a.GetVerb() == "get" && a.GetResource() == nodeinfo.NodesGVR {
 			n++
 		}
 	}
@@ -48,27 +50,27 @@ func TestNode(t *testing.T) {
 		name     string
 		nodes    []runtime.Object
 		nodeID   string
-		want     *controller.NodeInfo
+		want     *backends.Node
 		wantErr  []string // substrings; the error wraps ErrNodeNotFound
 		notFound bool
 	}{{
 		name:   "reported",
-		nodes:  []runtime.Object{nodeObject("worker-1", map[string]any{AnnotationKey: w1}), nodeObject("worker-2", nil)},
+		nodes:  []runtime.Object{nodeObject("worker-1", map[string]any{nodeinfo.AnnotationKey: w1}), nodeObject("worker-2", nil)},
 		nodeID: "worker-1",
-		want:   &controller.NodeInfo{Name: "worker-1", IQN: "iqn.1993-08.org.debian:01:w1", IPs: []string{"10.0.0.1", "fd00::1"}},
+		want:   &backends.Node{Name: "worker-1", IQN: "iqn.1993-08.org.debian:01:w1", IPs: []string{"10.0.0.1", "fd00::1"}},
 	}, {
 		name:   "NFS-only node: no IQN",
-		nodes:  []runtime.Object{nodeObject("worker-1", map[string]any{AnnotationKey: `{"name":"worker-1","ips":["10.0.0.1"]}`})},
+		nodes:  []runtime.Object{nodeObject("worker-1", map[string]any{nodeinfo.AnnotationKey: `{"name":"worker-1","ips":["10.0.0.1"]}`})},
 		nodeID: "worker-1",
-		want:   &controller.NodeInfo{Name: "worker-1", IPs: []string{"10.0.0.1"}},
+		want:   &backends.Node{Name: "worker-1", IPs: []string{"10.0.0.1"}},
 	}, {
 		name:   "fields of a newer node plugin are ignored",
-		nodes:  []runtime.Object{nodeObject("worker-1", map[string]any{AnnotationKey: `{"name":"worker-1","iqn":"iqn.x:1","nqn":"nqn.x:1","ips":["10.0.0.1"]}`})},
+		nodes:  []runtime.Object{nodeObject("worker-1", map[string]any{nodeinfo.AnnotationKey: `{"name":"worker-1","iqn":"iqn.x:1","nqn":"nqn.x:1","ips":["10.0.0.1"]}`})},
 		nodeID: "worker-1",
-		want:   &controller.NodeInfo{Name: "worker-1", IQN: "iqn.x:1", IPs: []string{"10.0.0.1"}},
+		want:   &backends.Node{Name: "worker-1", IQN: "iqn.x:1", IPs: []string{"10.0.0.1"}},
 	}, {
 		name:     "no such Node",
-		nodes:    []runtime.Object{nodeObject("worker-1", map[string]any{AnnotationKey: w1})},
+		nodes:    []runtime.Object{nodeObject("worker-1", map[string]any{nodeinfo.AnnotationKey: w1})},
 		nodeID:   "worker-9",
 		wantErr:  []string{`node "worker-9"`, "no Kubernetes Node", "node plugin has not reported"},
 		notFound: true,
@@ -76,29 +78,29 @@ func TestNode(t *testing.T) {
 		name:     "Node without annotations",
 		nodes:    []runtime.Object{nodeObject("worker-2", nil)},
 		nodeID:   "worker-2",
-		wantErr:  []string{`node "worker-2"`, "has no " + AnnotationKey + " annotation", "node plugin has not reported"},
+		wantErr:  []string{`node "worker-2"`, "has no " + nodeinfo.AnnotationKey + " annotation", "node plugin has not reported"},
 		notFound: true,
 	}, {
 		name:     "Node with other annotations only",
 		nodes:    []runtime.Object{nodeObject("worker-2", map[string]any{"node.alpha.kubernetes.io/ttl": "0"})},
 		nodeID:   "worker-2",
-		wantErr:  []string{`node "worker-2"`, "has no " + AnnotationKey + " annotation"},
+		wantErr:  []string{`node "worker-2"`, "has no " + nodeinfo.AnnotationKey + " annotation"},
 		notFound: true,
 	}, {
 		name:     "corrupt annotation",
-		nodes:    []runtime.Object{nodeObject("worker-1", map[string]any{AnnotationKey: `{"name":"worker-1","iqn":`})},
+		nodes:    []runtime.Object{nodeObject("worker-1", map[string]any{nodeinfo.AnnotationKey: `{"name":"worker-1","iqn":`})},
 		nodeID:   "worker-1",
 		wantErr:  []string{`node "worker-1"`, "annotation is not node info", "node plugin has not reported"},
 		notFound: true,
 	}, {
 		name:     "annotation of the wrong type",
-		nodes:    []runtime.Object{nodeObject("worker-1", map[string]any{AnnotationKey: `{"name":"worker-1","ips":"10.0.0.1"}`})},
+		nodes:    []runtime.Object{nodeObject("worker-1", map[string]any{nodeinfo.AnnotationKey: `{"name":"worker-1","ips":"10.0.0.1"}`})},
 		nodeID:   "worker-1",
 		wantErr:  []string{`node "worker-1"`, "annotation is not node info"},
 		notFound: true,
 	}, {
 		name:     "annotation copied from another node",
-		nodes:    []runtime.Object{nodeObject("worker-2", map[string]any{AnnotationKey: w1})},
+		nodes:    []runtime.Object{nodeObject("worker-2", map[string]any{nodeinfo.AnnotationKey: w1})},
 		nodeID:   "worker-2",
 		wantErr:  []string{`node "worker-2"`, `names node "worker-1"`},
 		notFound: true,
@@ -144,88 +146,116 @@ func TestNodeAPIError(t *testing.T) {
 	}
 }
 
-func TestNodeCache(t *testing.T) {
+// cacheEnv is a registry with a 5 s cache over a fake API, on a clock the
+// test moves.
+type cacheEnv struct {
+	t      *testing.T
+	client *dynamicfake.FakeDynamicClient
+	r      *Registry
+	now    time.Time
+}
+
+func newCacheEnv(t *testing.T) *cacheEnv {
+	e := &cacheEnv{t: t, client: newFake(nodeObject("worker-2", nil)), now: time.Unix(1000, 0)}
+	e.r = New(e.client, 5*time.Second)
+	e.r.now = func() time.Time { return e.now }
+	return e
+}
+
+// report sets a node's annotation, creating the Node if need be.
+func (e *cacheEnv) report(name, value string) {
+	e.t.Helper()
 	ctx := context.Background()
-	v1 := `{"name":"worker-1","iqn":"iqn.x:old","ips":["10.0.0.1"]}`
-	v2 := `{"name":"worker-1","iqn":"iqn.x:new","ips":["10.0.0.1"]}`
-	client := newFake(nodeObject("worker-2", nil))
-	nodes := client.Resource(NodesGVR)
-	r := New(client, 5*time.Second)
-	now := time.Unix(1000, 0)
-	r.now = func() time.Time { return now }
-
-	setAnnotation := func(name, value string) {
-		t.Helper()
-		obj, err := nodes.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			if _, err := nodes.Create(ctx, nodeObject(name, map[string]any{AnnotationKey: value}), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			return
+	nodes := e.client.Resource(nodeinfo.NodesGVR)
+	obj, err := nodes.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if _, err := nodes.Create(ctx, nodeObject(name, map[string]any{nodeinfo.AnnotationKey: value}), metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj.SetAnnotations(map[string]string{AnnotationKey: value})
-		if _, err := nodes.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		return
 	}
-	lookup := func(name string) (*controller.NodeInfo, error) {
-		t.Helper()
-		client.ClearActions()
-		return r.Node(ctx, name)
+	if err != nil {
+		e.t.Fatal(err)
 	}
+	obj.SetAnnotations(map[string]string{nodeinfo.AnnotationKey: value})
+	if _, err := nodes.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
 
-	// A missing node is not cached: it is found as soon as it reports.
-	if _, err := lookup("worker-1"); !errors.Is(err, controller.ErrNodeNotFound) {
+// lookup asks the registry, counting GETs from here (gets).
+func (e *cacheEnv) lookup(name string) (*backends.Node, error) {
+	e.client.ClearActions()
+	return e.r.Node(context.Background(), name)
+}
+
+const (
+	worker1Old = `{"name":"worker-1","iqn":"iqn.x:old","ips":["10.0.0.1"]}`
+	worker1New = `{"name":"worker-1","iqn":"iqn.x:new","ips":["10.0.0.1"]}`
+)
+
+// A missing node is not cached: it is found as soon as it reports. A found
+// one is reused within the TTL, each caller with its own copy, and read
+// again after it.
+func TestNodeCache(t *testing.T) {
+	e := newCacheEnv(t)
+	if _, err := e.lookup("worker-1"); !errors.Is(err, controller.ErrNodeNotFound) {
 		t.Fatalf("before the node reported: %v", err)
 	}
-	setAnnotation("worker-1", v1)
-	n, err := lookup("worker-1")
-	if err != nil || n.IQN != "iqn.x:old" || gets(client) != 1 {
-		t.Fatalf("after reporting: %+v, %v, %d GETs", n, err, gets(client))
+	e.report("worker-1", worker1Old)
+	n, err := e.lookup("worker-1")
+	if err != nil || n.IQN != "iqn.x:old" || gets(e.client) != 1 {
+		t.Fatalf("after reporting: %+v, %v, %d GETs", n, err, gets(e.client))
 	}
 
-	// Within the TTL: no GET, and the caller's copy is its own.
 	n.IPs[0] = "changed by the caller"
-	setAnnotation("worker-1", v2)
-	now = now.Add(4 * time.Second)
-	n, err = lookup("worker-1")
-	if err != nil || n.IQN != "iqn.x:old" || n.IPs[0] != "10.0.0.1" || gets(client) != 0 {
-		t.Fatalf("within the TTL: %+v, %v, %d GETs", n, err, gets(client))
+	e.report("worker-1", worker1New)
+	e.now = e.now.Add(4 * time.Second)
+	n, err = e.lookup("worker-1")
+	if err != nil || n.IQN != "iqn.x:old" || n.IPs[0] != "10.0.0.1" || gets(e.client) != 0 {
+		t.Fatalf("within the TTL: %+v, %v, %d GETs", n, err, gets(e.client))
 	}
 
-	// After it: read again.
-	now = now.Add(2 * time.Second)
-	n, err = lookup("worker-1")
-	if err != nil || n.IQN != "iqn.x:new" || gets(client) != 1 {
-		t.Fatalf("after the TTL: %+v, %v, %d GETs", n, err, gets(client))
+	e.now = e.now.Add(2 * time.Second)
+	n, err = e.lookup("worker-1")
+	if err != nil || n.IQN != "iqn.x:new" || gets(e.client) != 1 {
+		t.Fatalf("after the TTL: %+v, %v, %d GETs", n, err, gets(e.client))
 	}
+}
 
-	// Expired entries are swept: a node that left does not stay.
-	if err := nodes.Delete(ctx, "worker-1", metav1.DeleteOptions{}); err != nil {
+// Expired entries are swept: a node that left does not stay.
+func TestNodeCacheSweep(t *testing.T) {
+	e := newCacheEnv(t)
+	e.report("worker-1", worker1Old)
+	if _, err := e.lookup("worker-1"); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(time.Minute)
-	setAnnotation("worker-2", `{"name":"worker-2","ips":["10.0.0.2"]}`)
-	if _, err := lookup("worker-2"); err != nil {
+	if err := e.client.Resource(nodeinfo.NodesGVR).Delete(context.Background(), "worker-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r.mu.Lock()
-	_, stale := r.cache["worker-1"]
-	r.mu.Unlock()
+	e.now = e.now.Add(time.Minute)
+	e.report("worker-2", `{"name":"worker-2","ips":["10.0.0.2"]}`)
+	if _, err := e.lookup("worker-2"); err != nil {
+		t.Fatal(err)
+	}
+	e.r.mu.Lock()
+	_, stale := e.r.cache["worker-1"]
+	e.r.mu.Unlock()
 	if stale {
 		t.Error("an expired entry survived the sweep")
 	}
-	if _, err := lookup("worker-1"); !errors.Is(err, controller.ErrNodeNotFound) {
+	if _, err := e.lookup("worker-1"); !errors.Is(err, controller.ErrNodeNotFound) {
 		t.Errorf("deleted node: %v", err)
 	}
+}
 
-	// A negative TTL turns the cache off.
-	r = New(client, -1)
+// A negative TTL turns the cache off.
+func TestNodeCacheOff(t *testing.T) {
+	e := newCacheEnv(t)
+	e.report("worker-2", `{"name":"worker-2","ips":["10.0.0.2"]}`)
+	r := New(e.client, -1)
 	for range 2 {
-		if _, err := r.Node(ctx, "worker-2"); err != nil {
+		if _, err := r.Node(context.Background(), "worker-2"); err != nil {
 			t.Fatal(err)
 		}
 	}

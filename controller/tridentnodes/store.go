@@ -23,7 +23,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
 
 // GVR is the TridentNode resource.
@@ -33,28 +35,8 @@ var GVR = schema.GroupVersionResource{Group: "trident.netapp.io", Version: "v1",
 // it too, so that Trident treats them as its own after a roll-back.
 const Finalizer = "trident.netapp.io"
 
-// Node is Trident's node record: the JSON body of
-// PUT /trident/v1/node/<name> (Trident's models.Node, 20.10 utils.Node) and
-// the top-level fields of a TridentNode resource. Fields Trident defines
-// but ontap-csi does not use are carried through unchanged.
-type Node struct {
-	Name        string              `json:"name"`
-	IQN         string              `json:"iqn,omitempty"`
-	NQN         string              `json:"nqn,omitempty"`
-	HostWWPNMap map[string][]string `json:"hostWWPNMap,omitempty"`
-	IPs         []string            `json:"ips,omitempty"`
-	// TopologyLabels is part of the REST body only; Trident does not store it.
-	TopologyLabels   map[string]string `json:"topologyLabels,omitempty"`
-	NodePrep         json.RawMessage   `json:"nodePrep,omitempty"`
-	HostInfo         json.RawMessage   `json:"hostInfo,omitempty"`
-	Deleted          bool              `json:"deleted"`
-	PublicationState string            `json:"publicationState,omitempty"`
-	LogLevel         string            `json:"logLevel,omitempty"`
-	LogWorkflows     string            `json:"logWorkflows,omitempty"`
-	LogLayers        string            `json:"logLayers,omitempty"`
-}
-
-// storedFields are the Node fields a TridentNode holds at its top level.
+// storedFields are the nodeinfo.TridentNode fields a TridentNode resource
+// holds at its top level: all but the REST body's topologyLabels.
 var storedFields = []string{
 	"name", "iqn", "nqn", "hostWWPNMap", "ips", "nodePrep", "hostInfo",
 	"deleted", "publicationState", "logLevel", "logWorkflows", "logLayers",
@@ -89,12 +71,12 @@ func ObjectName(node string) string {
 // Put creates or updates the record of n.Name and returns what is stored.
 // A node that is already known keeps its publication state, as in Trident:
 // a node plugin restart does not make a node that was marked unsafe clean.
-func (s *Store) Put(ctx context.Context, n Node) (*Node, error) {
+func (s *Store) Put(ctx context.Context, n nodeinfo.TridentNode) (*nodeinfo.TridentNode, error) {
 	if n.Name == "" {
 		return nil, errors.New("node name is empty")
 	}
 	n.TopologyLabels = nil
-	var stored *Node
+	var stored *nodeinfo.TridentNode
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		obj, err := s.client.Get(ctx, ObjectName(n.Name), metav1.GetOptions{})
 		switch {
@@ -127,7 +109,7 @@ func (s *Store) Put(ctx context.Context, n Node) (*Node, error) {
 			// node's own report replaces its fields, keeping the object
 			// and a publication state that still reads as one.
 			logrus.WithContext(ctx).WithError(err).Warn("TridentNode unreadable; replacing its fields with the node's report")
-			old = &Node{Name: n.Name}
+			old = &nodeinfo.TridentNode{Name: n.Name}
 			if ps, ok := obj.Object["publicationState"].(string); ok {
 				old.PublicationState = ps
 			}
@@ -155,7 +137,7 @@ func (s *Store) Put(ctx context.Context, n Node) (*Node, error) {
 }
 
 // Get returns the record of a node, or an error wrapping ErrNotFound.
-func (s *Store) Get(ctx context.Context, name string) (*Node, error) {
+func (s *Store) Get(ctx context.Context, name string) (*nodeinfo.TridentNode, error) {
 	obj, err := s.client.Get(ctx, ObjectName(name), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("node %q: %w", name, ErrNotFound)
@@ -176,18 +158,18 @@ func (s *Store) Get(ctx context.Context, name string) (*Node, error) {
 
 // List returns every node record, sorted by name. Records that do not
 // parse are skipped: one bad object must not hide the others.
-func (s *Store) List(ctx context.Context) ([]Node, error) {
+func (s *Store) List(ctx context.Context) ([]nodeinfo.TridentNode, error) {
 	list, err := s.client.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("TridentNodes: %w", err)
 	}
-	out := make([]Node, 0, len(list.Items))
+	out := make([]nodeinfo.TridentNode, 0, len(list.Items))
 	for i := range list.Items {
 		if n, err := fromObject(&list.Items[i]); err == nil {
 			out = append(out, *n)
 		}
 	}
-	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b nodeinfo.TridentNode) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -224,7 +206,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 }
 
 // Node implements controller.NodeRegistry.
-func (s *Store) Node(ctx context.Context, nodeID string) (*controller.NodeInfo, error) {
+func (s *Store) Node(ctx context.Context, nodeID string) (*backends.Node, error) {
 	n, err := s.Get(ctx, nodeID)
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("%w (no TridentNode: the node plugin has not registered with the controller)", controller.ErrNodeNotFound)
@@ -232,12 +214,12 @@ func (s *Store) Node(ctx context.Context, nodeID string) (*controller.NodeInfo, 
 	if err != nil {
 		return nil, err
 	}
-	return &controller.NodeInfo{Name: n.Name, IQN: n.IQN, IPs: slices.Clone(n.IPs)}, nil
+	return &backends.Node{Name: n.Name, IQN: n.IQN, IPs: slices.Clone(n.IPs)}, nil
 }
 
 // setFields writes n's stored fields at the top level of obj, keeping any
 // other field (a newer Trident's) as it is.
-func setFields(obj *unstructured.Unstructured, n Node) error {
+func setFields(obj *unstructured.Unstructured, n nodeinfo.TridentNode) error {
 	data, err := json.Marshal(n)
 	if err != nil {
 		return err
@@ -256,7 +238,7 @@ func setFields(obj *unstructured.Unstructured, n Node) error {
 	return nil
 }
 
-func fromObject(obj *unstructured.Unstructured) (*Node, error) {
+func fromObject(obj *unstructured.Unstructured) (*nodeinfo.TridentNode, error) {
 	fields := map[string]any{}
 	for _, k := range storedFields {
 		if v, ok := obj.Object[k]; ok {
@@ -267,7 +249,7 @@ func fromObject(obj *unstructured.Unstructured) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	var n Node
+	var n nodeinfo.TridentNode
 	if err := json.Unmarshal(data, &n); err != nil {
 		return nil, fmt.Errorf("TridentNode %s: %w", obj.GetName(), err)
 	}

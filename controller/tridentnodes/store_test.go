@@ -13,6 +13,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/ontap-csi/ontap-csi/controller"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
 
 const ns = "trident"
@@ -36,22 +37,18 @@ func tridentWritten() *unstructured.Unstructured {
 	}}
 }
 
-func TestStore(t *testing.T) {
-	ctx := context.Background()
+// newStore returns a store over a namespace holding the record Trident
+// wrote (worker-2).
+func newStore() (*Store, *dynamicfake.FakeDynamicClient) {
 	client := newFakeClient(tridentWritten())
-	s := New(client, ns)
+	return New(client, ns), client
+}
 
-	// A record Trident wrote is a node the controller knows.
-	info, err := s.Node(ctx, "worker-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.IQN != "iqn.1993-08.org.debian:01:w2" || !slices.Equal(info.IPs, []string{"10.0.0.2", "fd00::2"}) {
-		t.Fatalf("Node(worker-2) = %+v", info)
-	}
-
-	// Create: Trident's object name, fields at the top level, finalizer.
-	stored, err := s.Put(ctx, Node{Name: "Worker_1", IQN: "iqn.2020-01.io.example:w1", IPs: []string{"10.0.0.1"},
+// putWorker1 creates the record of node Worker_1 and returns its object.
+func putWorker1(t *testing.T, s *Store, client *dynamicfake.FakeDynamicClient) *unstructured.Unstructured {
+	t.Helper()
+	ctx := context.Background()
+	stored, err := s.Put(ctx, nodeinfo.TridentNode{Name: "Worker_1", IQN: "iqn.2020-01.io.example:w1", IPs: []string{"10.0.0.1"},
 		TopologyLabels: map[string]string{"topology.kubernetes.io/zone": "a"}})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +60,25 @@ func TestStore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TridentNode not named as Trident names it (worker-1): %v", err)
 	}
+	return obj
+}
+
+// A record Trident wrote is a node the controller knows.
+func TestReadsTridentsRecord(t *testing.T) {
+	s, _ := newStore()
+	info, err := s.Node(context.Background(), "worker-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.IQN != "iqn.1993-08.org.debian:01:w2" || !slices.Equal(info.IPs, []string{"10.0.0.2", "fd00::2"}) {
+		t.Fatalf("Node(worker-2) = %+v", info)
+	}
+}
+
+// Create: Trident's object name, fields at the top level, finalizer.
+func TestPutCreates(t *testing.T) {
+	s, client := newStore()
+	obj := putWorker1(t, s, client)
 	if obj.Object["name"] != "Worker_1" || obj.Object["iqn"] != "iqn.2020-01.io.example:w1" {
 		t.Errorf("stored object = %v", obj.Object)
 	}
@@ -72,15 +88,20 @@ func TestStore(t *testing.T) {
 	if !slices.Equal(obj.GetFinalizers(), []string{Finalizer}) {
 		t.Errorf("finalizers = %v", obj.GetFinalizers())
 	}
+}
 
-	// Update: new addresses, the publication state Trident set is kept, an
-	// unknown (newer Trident) field survives, a field now empty goes.
+// Update: new addresses, the publication state Trident set is kept, an
+// unknown (newer Trident) field survives, a field now empty goes.
+func TestPutUpdates(t *testing.T) {
+	ctx := context.Background()
+	s, client := newStore()
+	obj := putWorker1(t, s, client)
 	obj.Object["publicationState"] = "dirty"
 	obj.Object["futureField"] = "kept"
 	if _, err := client.Resource(GVR).Namespace(ns).Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	stored, err = s.Put(ctx, Node{Name: "Worker_1", IPs: []string{"10.0.0.9"}, PublicationState: "clean"})
+	stored, err := s.Put(ctx, nodeinfo.TridentNode{Name: "Worker_1", IPs: []string{"10.0.0.9"}, PublicationState: "clean"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,24 +115,37 @@ func TestStore(t *testing.T) {
 	if _, ok := obj.Object["iqn"]; ok {
 		t.Error("an emptied field was kept")
 	}
+}
 
-	// Another node whose name maps to the same object is not this one.
-	if _, err := s.Put(ctx, Node{Name: "worker-1"}); err == nil {
+// Another node whose name maps to the same object is not this one.
+func TestPutKeepsAnotherNodesObject(t *testing.T) {
+	ctx := context.Background()
+	s, client := newStore()
+	putWorker1(t, s, client)
+	if _, err := s.Put(ctx, nodeinfo.TridentNode{Name: "worker-1"}); err == nil {
 		t.Error("Put of worker-1 overwrote Worker_1's record")
 	}
 	if _, err := s.Get(ctx, "worker-1"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get(worker-1) = %v, want not found", err)
 	}
+}
 
-	nodes, err := s.List(ctx)
+func TestList(t *testing.T) {
+	s, client := newStore()
+	putWorker1(t, s, client)
+	nodes, err := s.List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(nodes) != 2 || nodes[0].Name != "Worker_1" || nodes[1].Name != "worker-2" {
 		t.Errorf("List = %+v", nodes)
 	}
+}
 
-	// Delete takes the finalizer off, then deletes.
+// Delete takes the finalizer off, then deletes.
+func TestDelete(t *testing.T) {
+	ctx := context.Background()
+	s, client := newStore()
 	if err := s.Delete(ctx, "worker-2"); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +203,7 @@ func TestPutReplacesAnUnreadableRecord(t *testing.T) {
 	if _, err := s.Node(ctx, "worker-3"); err == nil {
 		t.Fatal("the malformed record read as a node")
 	}
-	stored, err := s.Put(ctx, Node{Name: "worker-3", IQN: "iqn.2020-01.io.example:w3", IPs: []string{"10.0.0.3"}})
+	stored, err := s.Put(ctx, nodeinfo.TridentNode{Name: "worker-3", IQN: "iqn.2020-01.io.example:w3", IPs: []string{"10.0.0.3"}})
 	if err != nil {
 		t.Fatalf("Put over an unreadable record: %v", err)
 	}

@@ -1,9 +1,11 @@
 // Package tridentrest serves the parts of Trident's controller REST API
 // that Trident's own objects call: the node endpoints under
 // /trident/v1/node, which node plugins use to register (over mutual TLS,
-// the HTTPS server of --https_rest), and GET /trident/v1/version, which the
-// operator's `tridentctl ... version` probes read (the plain HTTP server of
-// --rest on --address:--port). Nothing else of Trident's API is served.
+// the HTTPS server of --https_rest), and GET /trident/v1/version, which
+// `tridentctl ... version` reads for the controller Deployment's exec
+// liveness and readiness probes and for the operator's wait (the plain HTTP
+// server of --rest on --address:--port). Nothing else of Trident's API is
+// served.
 package tridentrest
 
 import (
@@ -20,10 +22,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/ontap-csi/ontap-csi/controller/tridentnodes"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
 
 // BaseURL is Trident's API root.
@@ -42,13 +44,11 @@ var requestsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 // TopologyFunc returns the topology labels of a Kubernetes node.
 type TopologyFunc func(ctx context.Context, node string) (map[string]string, error)
 
-var nodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-
 // NodeTopology reads a node's topology.kubernetes.io/* labels, which is
 // what Trident's controller answers a registering node with.
 func NodeTopology(client dynamic.Interface) TopologyFunc {
 	return func(ctx context.Context, node string) (map[string]string, error) {
-		n, err := client.Resource(nodesGVR).Get(ctx, node, metav1.GetOptions{})
+		n, err := client.Resource(nodeinfo.NodesGVR).Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -86,16 +86,12 @@ type nodeAPI struct {
 	topology TopologyFunc
 }
 
-// Answers, with Trident's JSON names (frontend/rest).
+// Answers, with Trident's JSON names (frontend/rest); PUT's is
+// nodeinfo.AddNodeResponse, which the node plugin reads.
 type (
-	addNodeResponse struct {
-		Name           string            `json:"name"`
-		TopologyLabels map[string]string `json:"topologyLabels,omitempty"`
-		Error          string            `json:"error,omitempty"`
-	}
 	getNodeResponse struct {
-		Node  *tridentnodes.Node `json:"node"`
-		Error string             `json:"error,omitempty"`
+		Node  *nodeinfo.TridentNode `json:"node"`
+		Error string                `json:"error,omitempty"`
 	}
 	listNodesResponse struct {
 		Nodes []string `json:"nodes"`
@@ -111,19 +107,19 @@ func (h *nodeAPI) put(w http.ResponseWriter, r *http.Request) {
 	log := logrus.WithFields(logrus.Fields{"node": name, "remote": r.RemoteAddr})
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		reply(w, "node.put", http.StatusBadRequest, addNodeResponse{Error: fmt.Sprintf("reading the body: %v", err)})
+		reply(w, "node.put", http.StatusBadRequest, nodeinfo.AddNodeResponse{Error: fmt.Sprintf("reading the body: %v", err)})
 		return
 	}
-	var n tridentnodes.Node
+	var n nodeinfo.TridentNode
 	if err := json.Unmarshal(body, &n); err != nil {
-		reply(w, "node.put", http.StatusBadRequest, addNodeResponse{Error: fmt.Sprintf("invalid JSON: %v", err)})
+		reply(w, "node.put", http.StatusBadRequest, nodeinfo.AddNodeResponse{Error: fmt.Sprintf("invalid JSON: %v", err)})
 		return
 	}
 	if n.Name == "" {
 		n.Name = name
 	}
 	if n.Name != name {
-		reply(w, "node.put", http.StatusBadRequest, addNodeResponse{Error: fmt.Sprintf("the body names node %q, the URL %q", n.Name, name)})
+		reply(w, "node.put", http.StatusBadRequest, nodeinfo.AddNodeResponse{Error: fmt.Sprintf("the body names node %q, the URL %q", n.Name, name)})
 		return
 	}
 	labels := map[string]string{}
@@ -132,18 +128,18 @@ func (h *nodeAPI) put(w http.ResponseWriter, r *http.Request) {
 			// The node plugin retries; registering it without its
 			// topology would hand a Trident node plugin wrong labels.
 			log.WithError(err).Warn("cannot read the node's topology labels; the node will retry")
-			reply(w, "node.put", http.StatusServiceUnavailable, addNodeResponse{Error: fmt.Sprintf("reading node %s: %v", name, err)})
+			reply(w, "node.put", http.StatusServiceUnavailable, nodeinfo.AddNodeResponse{Error: fmt.Sprintf("reading node %s: %v", name, err)})
 			return
 		}
 	}
 	stored, err := h.nodes.Put(r.Context(), n)
 	if err != nil {
 		log.WithError(err).Warn("cannot store the node record")
-		reply(w, "node.put", http.StatusServiceUnavailable, addNodeResponse{Name: name, Error: err.Error()})
+		reply(w, "node.put", http.StatusServiceUnavailable, nodeinfo.AddNodeResponse{Name: name, Error: err.Error()})
 		return
 	}
 	log.WithFields(logrus.Fields{"iqn": stored.IQN, "ips": stored.IPs, "topology": labels}).Info("node registered")
-	reply(w, "node.put", http.StatusCreated, addNodeResponse{Name: name, TopologyLabels: labels})
+	reply(w, "node.put", http.StatusCreated, nodeinfo.AddNodeResponse{Name: name, TopologyLabels: labels})
 }
 
 func (h *nodeAPI) get(w http.ResponseWriter, r *http.Request) {
@@ -185,9 +181,9 @@ type VersionResponse struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// VersionAPI serves only GET /trident/v1/version: all that Trident's
-// `tridentctl version`, the operator's probe, asks of the plain HTTP REST
-// server (--rest).
+// VersionAPI serves only GET /trident/v1/version: all that `tridentctl
+// version` (the Deployment's exec probes, the operator's wait) asks of the
+// plain HTTP REST server (--rest).
 func VersionAPI(version string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+BaseURL+"/version", versionHandler(version))

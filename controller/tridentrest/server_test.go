@@ -20,6 +20,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/ontap-csi/ontap-csi/controller/tridentnodes"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 	"github.com/ontap-csi/ontap-csi/test/tridentcerts"
 )
 
@@ -43,7 +44,7 @@ func start(t *testing.T) *fixture {
 		"topology.kubernetes.io/zone": "z1", "topology.kubernetes.io/region": "r1", "kubernetes.io/hostname": "worker-1",
 	})
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{tridentnodes.GVR: "TridentNodeList", nodesGVR: "NodeList"}, worker)
+		map[schema.GroupVersionResource]string{tridentnodes.GVR: "TridentNodeList", nodeinfo.NodesGVR: "NodeList"}, worker)
 	nodes := tridentnodes.New(dyn, "trident")
 	srv, err := ListenMutualTLS("127.0.0.1:0", TLSFiles{CACert: certs.Path(tridentcerts.CACert), Cert: certs.Path(tridentcerts.ServerCert), Key: certs.Path(tridentcerts.ServerKey)},
 		ControllerAPI(nodes, NodeTopology(dyn), "26.06.0+ontap-csi.test"))

@@ -1,7 +1,8 @@
 // Package controllerapi reports the node to the controller the way
 // Trident's node plugin does: PUT /trident/v1/node/<name> with Trident's
-// node JSON, over mutual TLS with the client certificate of the trident-csi
-// Secret (/certs), to https://$TRIDENT_CSI_SERVICE_HOST:$TRIDENT_CSI_SERVICE_PORT.
+// node JSON (nodeinfo.TridentNode), over mutual TLS with the client
+// certificate of the trident-csi Secret (/certs), to
+// https://$TRIDENT_CSI_SERVICE_HOST:$TRIDENT_CSI_SERVICE_PORT.
 // Our controller (package controller/tridentrest) and Trident's both
 // accept it.
 package controllerapi
@@ -26,7 +27,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/sirupsen/logrus"
 
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/node"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
 
 // Trident's defaults when the trident-csi Service's variables are absent.
@@ -95,21 +98,6 @@ func New(cfg Config) *Reporter {
 	return &Reporter{cfg: cfg, warned: map[string]bool{}}
 }
 
-// nodeBody is Trident's node JSON (models.Node): what its node plugin sends.
-type nodeBody struct {
-	Name             string   `json:"name"`
-	IQN              string   `json:"iqn,omitempty"`
-	IPs              []string `json:"ips,omitempty"`
-	Deleted          bool     `json:"deleted"`
-	PublicationState string   `json:"publicationState"`
-}
-
-// addNodeResponse is the answer's part we read.
-type addNodeResponse struct {
-	TopologyLabels map[string]string `json:"topologyLabels"`
-	Error          string            `json:"error"`
-}
-
 // ReportNode registers the node with the controller once. The node service
 // calls it in the background and retries with backoff until it succeeds.
 //
@@ -118,7 +106,7 @@ type addNodeResponse struct {
 // K5: kubelet rewrites CSINode and the node's labels when a registration
 // brings other topology, and fails the registration on a label clash), so
 // a controller that answers differently is logged, never followed.
-func (r *Reporter) ReportNode(ctx context.Context, info node.NodeInfo) error {
+func (r *Reporter) ReportNode(ctx context.Context, info backends.Node) error {
 	err := r.report(ctx, info)
 	if err != nil {
 		reportsTotal.WithLabelValues("error").Inc()
@@ -128,12 +116,12 @@ func (r *Reporter) ReportNode(ctx context.Context, info node.NodeInfo) error {
 	return nil
 }
 
-func (r *Reporter) report(ctx context.Context, info node.NodeInfo) error {
+func (r *Reporter) report(ctx context.Context, info backends.Node) error {
 	client, err := r.client()
 	if err != nil {
 		return err
 	}
-	body, err := json.MarshalIndent(nodeBody{Name: info.Name, IQN: info.IQN, IPs: info.IPs, PublicationState: "clean"}, "", " ")
+	body, err := json.MarshalIndent(nodeinfo.TridentNode{Name: info.Name, IQN: info.IQN, IPs: info.IPs, PublicationState: "clean"}, "", " ")
 	if err != nil {
 		return err
 	}
@@ -154,7 +142,7 @@ func (r *Reporter) report(ctx context.Context, info node.NodeInfo) error {
 	if err != nil {
 		return fmt.Errorf("controller at %s: reading the answer: %w", r.cfg.URL, err)
 	}
-	var answer addNodeResponse
+	var answer nodeinfo.AddNodeResponse
 	jsonErr := json.Unmarshal(data, &answer)
 	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
 		msg := answer.Error

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/ontap-csi/ontap-csi/node"
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/test/tridentcerts"
 )
 
@@ -27,6 +27,7 @@ type controller struct {
 	certs  tridentcerts.Dir
 	mu     sync.Mutex
 	bodies []map[string]any
+	raw    [][]byte
 	paths  []string
 	status int
 	labels map[string]string
@@ -51,7 +52,7 @@ func newController(t *testing.T) *controller {
 			return
 		}
 		c.mu.Lock()
-		c.bodies, c.paths = append(c.bodies, body), append(c.paths, r.Method+" "+r.URL.Path)
+		c.bodies, c.raw, c.paths = append(c.bodies, body), append(c.raw, data), append(c.paths, r.Method+" "+r.URL.Path)
 		status, labels := c.status, c.labels
 		c.mu.Unlock()
 		w.WriteHeader(status)
@@ -83,7 +84,7 @@ func (c *controller) config() Config {
 	}
 }
 
-var worker1 = node.NodeInfo{Name: "worker-1", IQN: "iqn.1993-08.org.debian:01:w1", IPs: []string{"10.0.0.1", "fd00::1"}}
+var worker1 = backends.Node{Name: "worker-1", IQN: "iqn.1993-08.org.debian:01:w1", IPs: []string{"10.0.0.1", "fd00::1"}}
 
 func TestReportNode(t *testing.T) {
 	c := newController(t)
@@ -106,6 +107,11 @@ func TestReportNode(t *testing.T) {
 	}
 	if ips, _ := b["ips"].([]any); len(ips) != 2 || ips[0] != "10.0.0.1" {
 		t.Errorf("ips = %v", b["ips"])
+	}
+	// Byte for byte what ontap-csi's node plugin has always sent.
+	const want = "{\n \"name\": \"worker-1\",\n \"iqn\": \"iqn.1993-08.org.debian:01:w1\",\n \"ips\": [\n  \"10.0.0.1\",\n  \"fd00::1\"\n ],\n \"deleted\": false,\n \"publicationState\": \"clean\"\n}"
+	if got := string(c.raw[0]); got != want {
+		t.Errorf("body bytes changed:\n%s\nwant\n%s", got, want)
 	}
 	if strings.Contains(logs.String(), "topology") {
 		t.Errorf("matching topology was reported as a mismatch:\n%s", logs.String())

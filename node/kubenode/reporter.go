@@ -3,7 +3,8 @@
 // node plugin reports in ontap-csi's own install (deploy/kustomize/base, the
 // Helm chart), where there is no Trident controller to PUT
 // /trident/v1/node to and no client certificate to do it with. The
-// controller reads the annotation back (package controller/kubenodes).
+// controller reads the annotation back (package controller/kubenodes); its
+// key and schema are package nodeinfo's.
 //
 // It uses the dynamic client only: the typed clientset would cost the node
 // plugin ~10 MiB of RSS (registration/kubeapi.go).
@@ -20,18 +21,13 @@ import (
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/node"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
-
-// AnnotationKey is the Node annotation holding the node info. The
-// controller side (controller/kubenodes) reads the same key; node and
-// controller never import each other, so cmd/ontap-csi tests that the two
-// agree.
-const AnnotationKey = "csi.trident.netapp.io/node-info"
 
 // FieldManager names ontap-csi as the writer of the annotation in the
 // Node's managedFields.
@@ -39,17 +35,6 @@ const FieldManager = "ontap-csi"
 
 // DefaultTimeout bounds one report (the GET and the PATCH together).
 const DefaultTimeout = 30 * time.Second
-
-// NodesGVR is the core Node resource.
-var NodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-
-// Info is the annotation's JSON value. Field names are Trident's node JSON
-// (PUT /trident/v1/node), which carries the same facts.
-type Info struct {
-	Name string   `json:"name"`
-	IQN  string   `json:"iqn,omitempty"`
-	IPs  []string `json:"ips,omitempty"`
-}
 
 // Reporter implements node.Reporter by patching the annotation onto the
 // Node named by the node info (--csi_node_name, the Kubernetes node name).
@@ -63,7 +48,7 @@ var _ node.Reporter = (*Reporter)(nil)
 // New returns a Reporter that writes through client. It does no I/O.
 // The ServiceAccount needs get and patch on nodes.
 func New(client dynamic.Interface) *Reporter {
-	return &Reporter{nodes: client.Resource(NodesGVR), timeout: DefaultTimeout}
+	return &Reporter{nodes: client.Resource(nodeinfo.NodesGVR), timeout: DefaultTimeout}
 }
 
 // ReportNode publishes info on its Node. The node service calls it in the
@@ -72,13 +57,12 @@ func New(client dynamic.Interface) *Reporter {
 // annotation already holds this info (a plugin restart, a handover between
 // two generations) nothing is written; when it differs or is missing, a
 // merge patch replaces the annotation and touches nothing else on the Node.
-func (r *Reporter) ReportNode(ctx context.Context, info node.NodeInfo) error {
+func (r *Reporter) ReportNode(ctx context.Context, info backends.Node) error {
 	if info.Name == "" {
 		return errors.New("node name is empty")
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	want := Info{Name: info.Name, IQN: info.IQN, IPs: slices.Clone(info.IPs)}
 	obj, err := r.nodes.Get(ctx, info.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("Node %q does not exist: --csi_node_name must be the Kubernetes node name", info.Name)
@@ -86,25 +70,24 @@ func (r *Reporter) ReportNode(ctx context.Context, info node.NodeInfo) error {
 	if err != nil {
 		return fmt.Errorf("reading Node %s: %w", info.Name, err)
 	}
-	if cur, ok := obj.GetAnnotations()[AnnotationKey]; ok {
-		var have Info
-		if json.Unmarshal([]byte(cur), &have) == nil && equal(have, want) {
+	if cur, ok := obj.GetAnnotations()[nodeinfo.AnnotationKey]; ok {
+		if have, err := nodeinfo.ParseAnnotation(cur); err == nil && equal(have, info) {
 			logrus.WithField("node", info.Name).Debug("node info on the Node is current")
 			return nil
 		}
 	}
-	value, err := json.Marshal(want)
+	value, err := nodeinfo.Annotation(info)
 	if err != nil {
 		return err
 	}
 	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"annotations": map[string]string{AnnotationKey: string(value)}},
+		"metadata": map[string]any{"annotations": map[string]string{nodeinfo.AnnotationKey: value}},
 	})
 	if err != nil {
 		return err
 	}
 	if _, err := r.nodes.Patch(ctx, info.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
-		return fmt.Errorf("annotating Node %s with %s: %w", info.Name, AnnotationKey, err)
+		return fmt.Errorf("annotating Node %s with %s: %w", info.Name, nodeinfo.AnnotationKey, err)
 	}
 	return nil
 }
@@ -112,6 +95,6 @@ func (r *Reporter) ReportNode(ctx context.Context, info node.NodeInfo) error {
 // equal compares node info as reported. Addresses in another order count as
 // a change: the node sorts what it discovers, so that costs at most one
 // harmless rewrite.
-func equal(a, b Info) bool {
+func equal(a, b backends.Node) bool {
 	return a.Name == b.Name && a.IQN == b.IQN && slices.Equal(a.IPs, b.IPs)
 }

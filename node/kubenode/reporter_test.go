@@ -2,7 +2,6 @@ package kubenode
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -17,7 +16,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/ontap-csi/ontap-csi/node"
+	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
 
 func nodeObject(name string, annotations map[string]any) *unstructured.Unstructured {
@@ -30,7 +30,7 @@ func nodeObject(name string, annotations map[string]any) *unstructured.Unstructu
 
 func newFake(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{NodesGVR: "NodeList"}, objs...)
+		map[schema.GroupVersionResource]string{nodeinfo.NodesGVR: "NodeList"}, objs...)
 }
 
 // verbs lists the client's calls as "verb resource".
@@ -47,24 +47,35 @@ const (
 	iqn2 = "iqn.1993-08.org.debian:01:w1-new"
 )
 
-func infoJSON(t *testing.T, i Info) string {
+func infoJSON(t *testing.T, n backends.Node) string {
 	t.Helper()
-	data, err := json.Marshal(i)
+	value, err := nodeinfo.Annotation(n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(data)
+	return value
+}
+
+// stored reads the annotation of a Node.
+func stored(t *testing.T, obj *unstructured.Unstructured) backends.Node {
+	t.Helper()
+	value := obj.GetAnnotations()[nodeinfo.AnnotationKey]
+	n, err := nodeinfo.ParseAnnotation(value)
+	if err != nil {
+		t.Fatalf("annotation %q: %v", value, err)
+	}
+	return n
 }
 
 func TestReportNode(t *testing.T) {
-	report := node.NodeInfo{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1", "fd00::1"}}
-	current := Info{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1", "fd00::1"}}
+	report := backends.Node{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1", "fd00::1"}}
+	current := backends.Node{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1", "fd00::1"}}
 	for _, tc := range []struct {
 		name       string
 		existing   map[string]any // the Node's annotations before
-		report     node.NodeInfo
+		report     backends.Node
 		wantVerbs  []string
-		wantStored Info
+		wantStored backends.Node
 	}{{
 		name:       "first report on a Node without annotations",
 		report:     report,
@@ -78,37 +89,37 @@ func TestReportNode(t *testing.T) {
 		wantStored: current,
 	}, {
 		name:       "unchanged: nothing written",
-		existing:   map[string]any{AnnotationKey: infoJSON(t, current)},
+		existing:   map[string]any{nodeinfo.AnnotationKey: infoJSON(t, current)},
 		report:     report,
 		wantVerbs:  []string{"get nodes"},
 		wantStored: current,
 	}, {
 		name:       "new IQN replaces the old info",
-		existing:   map[string]any{AnnotationKey: infoJSON(t, current)},
-		report:     node.NodeInfo{Name: "worker-1", IQN: iqn2, IPs: []string{"10.0.0.1", "fd00::1"}},
+		existing:   map[string]any{nodeinfo.AnnotationKey: infoJSON(t, current)},
+		report:     backends.Node{Name: "worker-1", IQN: iqn2, IPs: []string{"10.0.0.1", "fd00::1"}},
 		wantVerbs:  []string{"get nodes", "patch nodes"},
-		wantStored: Info{Name: "worker-1", IQN: iqn2, IPs: []string{"10.0.0.1", "fd00::1"}},
+		wantStored: backends.Node{Name: "worker-1", IQN: iqn2, IPs: []string{"10.0.0.1", "fd00::1"}},
 	}, {
 		name:       "an address gone",
-		existing:   map[string]any{AnnotationKey: infoJSON(t, current)},
-		report:     node.NodeInfo{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1"}},
+		existing:   map[string]any{nodeinfo.AnnotationKey: infoJSON(t, current)},
+		report:     backends.Node{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1"}},
 		wantVerbs:  []string{"get nodes", "patch nodes"},
-		wantStored: Info{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1"}},
+		wantStored: backends.Node{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1"}},
 	}, {
 		name:       "no iSCSI initiator any more",
-		existing:   map[string]any{AnnotationKey: infoJSON(t, current)},
-		report:     node.NodeInfo{Name: "worker-1", IPs: []string{"10.0.0.1", "fd00::1"}},
+		existing:   map[string]any{nodeinfo.AnnotationKey: infoJSON(t, current)},
+		report:     backends.Node{Name: "worker-1", IPs: []string{"10.0.0.1", "fd00::1"}},
 		wantVerbs:  []string{"get nodes", "patch nodes"},
-		wantStored: Info{Name: "worker-1", IPs: []string{"10.0.0.1", "fd00::1"}},
+		wantStored: backends.Node{Name: "worker-1", IPs: []string{"10.0.0.1", "fd00::1"}},
 	}, {
 		name:       "a corrupt annotation is overwritten",
-		existing:   map[string]any{AnnotationKey: `{"name":"worker-1","iqn":`},
+		existing:   map[string]any{nodeinfo.AnnotationKey: `{"name":"worker-1","iqn":`},
 		report:     report,
 		wantVerbs:  []string{"get nodes", "patch nodes"},
 		wantStored: current,
 	}, {
 		name:       "another node's info is overwritten",
-		existing:   map[string]any{AnnotationKey: infoJSON(t, Info{Name: "worker-9", IQN: iqn1, IPs: []string{"10.0.0.1", "fd00::1"}})},
+		existing:   map[string]any{nodeinfo.AnnotationKey: infoJSON(t, backends.Node{Name: "worker-9", IQN: iqn1, IPs: []string{"10.0.0.1", "fd00::1"}})},
 		report:     report,
 		wantVerbs:  []string{"get nodes", "patch nodes"},
 		wantStored: current,
@@ -127,31 +138,27 @@ func TestReportNode(t *testing.T) {
 					t.Errorf("patch type %s, want a merge patch (touches only our key)", p.GetPatchType())
 				}
 			}
-			obj, err := client.Resource(NodesGVR).Get(ctx, "worker-1", metav1.GetOptions{})
+			obj, err := client.Resource(nodeinfo.NodesGVR).Get(ctx, "worker-1", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ann := obj.GetAnnotations()
-			var stored Info
-			if err := json.Unmarshal([]byte(ann[AnnotationKey]), &stored); err != nil {
-				t.Fatalf("annotation %q: %v", ann[AnnotationKey], err)
-			}
-			if stored.Name != tc.wantStored.Name || stored.IQN != tc.wantStored.IQN || !slices.Equal(stored.IPs, tc.wantStored.IPs) {
-				t.Errorf("stored %+v, want %+v", stored, tc.wantStored)
+			if got := stored(t, obj); !equal(got, tc.wantStored) {
+				t.Errorf("stored %+v, want %+v", got, tc.wantStored)
 			}
 			for k, v := range tc.existing {
-				if k != AnnotationKey && ann[k] != v {
+				if k != nodeinfo.AnnotationKey && ann[k] != v {
 					t.Errorf("annotation %s = %q, was %q: the patch must leave other annotations alone", k, ann[k], v)
 				}
 			}
 			if obj.GetLabels()["kubernetes.io/hostname"] != "worker-1" {
 				t.Errorf("labels changed: %v", obj.GetLabels())
 			}
-			other, err := client.Resource(NodesGVR).Get(ctx, "worker-2", metav1.GetOptions{})
+			other, err := client.Resource(nodeinfo.NodesGVR).Get(ctx, "worker-2", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := other.GetAnnotations()[AnnotationKey]; ok {
+			if _, ok := other.GetAnnotations()[nodeinfo.AnnotationKey]; ok {
 				t.Error("another node's Node was annotated")
 			}
 		})
@@ -165,13 +172,13 @@ func TestReportNodeSequence(t *testing.T) {
 	client := newFake(nodeObject("worker-1", nil))
 	r := New(client)
 	for i, step := range []struct {
-		info    node.NodeInfo
+		info    backends.Node
 		patches int // total so far
 	}{
-		{node.NodeInfo{Name: "worker-1", IPs: []string{"10.0.0.1"}}, 1},
-		{node.NodeInfo{Name: "worker-1", IPs: []string{"10.0.0.1"}}, 1},
-		{node.NodeInfo{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1"}}, 2},
-		{node.NodeInfo{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1"}}, 2},
+		{backends.Node{Name: "worker-1", IPs: []string{"10.0.0.1"}}, 1},
+		{backends.Node{Name: "worker-1", IPs: []string{"10.0.0.1"}}, 1},
+		{backends.Node{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1"}}, 2},
+		{backends.Node{Name: "worker-1", IQN: iqn1, IPs: []string{"10.0.0.1"}}, 2},
 	} {
 		if err := r.ReportNode(ctx, step.info); err != nil {
 			t.Fatalf("step %d: %v", i, err)
@@ -185,13 +192,9 @@ func TestReportNodeSequence(t *testing.T) {
 		if patches != step.patches {
 			t.Errorf("step %d: %d patches so far, want %d", i, patches, step.patches)
 		}
-		obj, _ := client.Resource(NodesGVR).Get(ctx, "worker-1", metav1.GetOptions{})
-		var stored Info
-		if err := json.Unmarshal([]byte(obj.GetAnnotations()[AnnotationKey]), &stored); err != nil {
-			t.Fatal(err)
-		}
-		if stored.IQN != step.info.IQN || !slices.Equal(stored.IPs, step.info.IPs) {
-			t.Errorf("step %d: stored %+v, want %+v", i, stored, step.info)
+		obj, _ := client.Resource(nodeinfo.NodesGVR).Get(ctx, "worker-1", metav1.GetOptions{})
+		if got := stored(t, obj); got.IQN != step.info.IQN || !slices.Equal(got.IPs, step.info.IPs) {
+			t.Errorf("step %d: stored %+v, want %+v", i, got, step.info)
 		}
 	}
 }
@@ -205,31 +208,31 @@ func TestReportNodeFailures(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		info    node.NodeInfo
+		info    backends.Node
 		react   map[string]k8stesting.ReactionFunc // verb → reaction
 		wantErr []string
 		noPatch bool
 	}{{
 		name:    "no Node of that name",
-		info:    node.NodeInfo{Name: "not-a-node", IQN: iqn1},
+		info:    backends.Node{Name: "not-a-node", IQN: iqn1},
 		wantErr: []string{`Node "not-a-node" does not exist`, "--csi_node_name"},
 		noPatch: true,
 	}, {
 		name:    "empty node name",
-		info:    node.NodeInfo{IQN: iqn1},
+		info:    backends.Node{IQN: iqn1},
 		wantErr: []string{"node name is empty"},
 		noPatch: true,
 	}, {
 		name:    "get forbidden",
-		info:    node.NodeInfo{Name: "worker-1", IQN: iqn1},
+		info:    backends.Node{Name: "worker-1", IQN: iqn1},
 		react:   map[string]k8stesting.ReactionFunc{"get": forbidden("get")},
 		wantErr: []string{"reading Node worker-1", "forbidden"},
 		noPatch: true,
 	}, {
 		name:    "patch forbidden (RBAC without patch on nodes)",
-		info:    node.NodeInfo{Name: "worker-1", IQN: iqn1},
+		info:    backends.Node{Name: "worker-1", IQN: iqn1},
 		react:   map[string]k8stesting.ReactionFunc{"patch": forbidden("patch")},
-		wantErr: []string{"annotating Node worker-1 with " + AnnotationKey, "cannot patch"},
+		wantErr: []string{"annotating Node worker-1 with " + nodeinfo.AnnotationKey, "cannot patch"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := newFake(nodeObject("worker-1", nil))

@@ -114,7 +114,7 @@ func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 		t.Fatalf("backend: %v", err)
 	}
 	nodes := controller.NewNodes()
-	nodes.Set(controller.NodeInfo{Name: NodeID, IQN: NodeIQN, IPs: NodeIPs})
+	nodes.Set(backends.Node{Name: NodeID, IQN: NodeIQN, IPs: NodeIPs})
 	ctrl, err := controller.New(controller.Config{Backends: []backends.Backend{b}, Nodes: nodes})
 	if err != nil {
 		t.Fatalf("controller: %v", err)
@@ -125,7 +125,7 @@ func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 		server.ServiceCapability(csi.PluginCapability_Service_CONTROLLER_SERVICE),
 		server.ServiceCapability(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS),
 		server.OnlineExpansionCapability(),
-	}, nil))
+	}))
 	csi.RegisterControllerServer(srv, ctrl)
 	sock := filepath.Join(dir, "csi.sock")
 	l, err := net.Listen("unix", sock)
