@@ -17,12 +17,6 @@ import (
 	"github.com/ontap-csi/ontap-csi/node/iscsi"
 )
 
-// NodeInfo is backends.Node, the one type for what the controller needs to
-// give this node access to volumes (the IQN for igroups, the IPs for
-// export-policy rules), under the name node's tests still use; new code
-// names backends.Node.
-type NodeInfo = backends.Node
-
 // Reporter hands the node's info to the controller: in-process in allInOne,
 // Trident's PUT /trident/v1/node/<name> or a Node annotation otherwise
 // (package nodeinfo).

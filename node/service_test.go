@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
 	"github.com/ontap-csi/ontap-csi/node/tracking"
 	"github.com/ontap-csi/ontap-csi/node/volumelock"
@@ -440,8 +441,8 @@ func TestReportNodeInfoInTheBackground(t *testing.T) {
 	os.MkdirAll(filepath.Dir(iqnFile), 0o755)
 	os.WriteFile(iqnFile, []byte("## generated\nInitiatorName=iqn.1993-08.org.debian:01:abcdef\n"), 0o644)
 	var calls atomic.Int32
-	got := make(chan NodeInfo, 1)
-	ts.cfg.Reporter = ReporterFunc(func(_ context.Context, info NodeInfo) error {
+	got := make(chan backends.Node, 1)
+	ts.cfg.Reporter = ReporterFunc(func(_ context.Context, info backends.Node) error {
 		if calls.Add(1) == 1 {
 			return errors.New("controller not there yet")
 		}
