@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/backends/ontap/internal/lif"
 )
 
 // Defaults of ClientConfig.
@@ -174,9 +176,9 @@ type Client struct {
 // NewClient validates cfg and builds a Client. It does not contact ONTAP.
 func NewClient(cfg ClientConfig) (*Client, error) {
 	cfg.setDefaults()
-	hostPort, err := normalizeManagementLIF(cfg.ManagementLIF)
+	hostPort, err := lif.HostPort(cfg.ManagementLIF)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ontap: %w", err)
 	}
 	if cfg.SVM == "" {
 		return nil, errors.New("ontap: SVM name is required")
@@ -247,70 +249,6 @@ var lifSemaphores sync.Map // "scheme://host:port" -> chan struct{}
 func lifSemaphore(key string, size int) chan struct{} {
 	s, _ := lifSemaphores.LoadOrStore(key, make(chan struct{}, size))
 	return s.(chan struct{})
-}
-
-// normalizeManagementLIF turns a managementLIF value into host:port.
-func normalizeManagementLIF(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return "", errors.New("ontap: management LIF is required")
-	}
-	if strings.ContainsAny(s, "/?#@ ") {
-		return "", fmt.Errorf("ontap: management LIF %q must be a host or host:port, not a URL", s)
-	}
-	host, port := s, "443"
-	switch {
-	case strings.HasPrefix(s, "["):
-		end := strings.Index(s, "]")
-		if end < 0 {
-			return "", fmt.Errorf("ontap: management LIF %q has an unterminated [", s)
-		}
-		host = s[1:end]
-		rest := s[end+1:]
-		if rest != "" {
-			if !strings.HasPrefix(rest, ":") {
-				return "", fmt.Errorf("ontap: management LIF %q has junk after ]", s)
-			}
-			port = rest[1:]
-		}
-		if ip := net.ParseIP(host); ip == nil || ip.To4() != nil {
-			return "", fmt.Errorf("ontap: management LIF %q: %q in brackets is not an IPv6 address", s, host)
-		}
-	case strings.Count(s, ":") > 1:
-		if net.ParseIP(s) == nil {
-			return "", fmt.Errorf("ontap: management LIF %q is not a valid address (put IPv6 addresses in brackets)", s)
-		}
-		host = s
-	case strings.Contains(s, ":"):
-		host, port, _ = strings.Cut(s, ":")
-	}
-	if host == "" {
-		return "", fmt.Errorf("ontap: management LIF %q has no host", s)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("ontap: management LIF %q has an invalid port %q", s, port)
-	}
-	if net.ParseIP(host) == nil && !validHostname(host) {
-		return "", fmt.Errorf("ontap: management LIF %q: %q is neither an IP address nor a host name", s, host)
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
-func validHostname(h string) bool {
-	if len(h) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, r := range label {
-			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // validPathSegment reports whether s (a UUID, numeric id or name that came

@@ -512,28 +512,6 @@ func TestContextBoundsTheCall(t *testing.T) {
 	}
 }
 
-func TestNormalizeManagementLIF(t *testing.T) {
-	for in, want := range map[string]string{
-		"10.0.0.1":           "10.0.0.1:443",
-		"10.0.0.1:8443":      "10.0.0.1:8443",
-		"cluster.example":    "cluster.example:443",
-		"cluster.example:80": "cluster.example:80",
-		"[fd00::1]":          "[fd00::1]:443",
-		"[fd00::1]:8443":     "[fd00::1]:8443",
-		"fd00::1":            "[fd00::1]:443",
-	} {
-		got, err := normalizeManagementLIF(in)
-		if err != nil || got != want {
-			t.Errorf("normalizeManagementLIF(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "https://10.0.0.1", "10.0.0.1:0", "10.0.0.1:x", "[10.0.0.1]", "[fd00::1", "fd00::zz", "a b", "-bad-.example", "user@host"} {
-		if got, err := normalizeManagementLIF(bad); err == nil {
-			t.Errorf("normalizeManagementLIF(%q) = %q, want error", bad, got)
-		}
-	}
-}
-
 func TestNewClientValidation(t *testing.T) {
 	ok := ClientConfig{ManagementLIF: "10.0.0.1", SVM: "svm0", Username: "u", Password: "p"}
 	for name, edit := range map[string]func(*ClientConfig){

@@ -23,6 +23,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/ontap-csi/ontap-csi/backends/ontap/internal/lif"
 )
 
 // Storage driver names.
@@ -609,13 +611,13 @@ func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
 	cfg.ManagementLIF = strings.TrimSpace(p.str("managementLIF", top["managementLIF"]))
 	if cfg.ManagementLIF == "" {
 		p.fail("managementLIF", "is required")
-	} else if _, err := normalizeManagementLIF(cfg.ManagementLIF); err != nil {
-		p.fail("managementLIF", "%s", strings.TrimPrefix(err.Error(), "ontap: "))
+	} else if _, err := lif.HostPort(cfg.ManagementLIF); err != nil {
+		p.fail("managementLIF", "%s", err)
 	}
 	cfg.DataLIF = strings.TrimSpace(p.str("dataLIF", top["dataLIF"]))
 	if cfg.DataLIF != "" {
 		host := strings.TrimSuffix(strings.TrimPrefix(cfg.DataLIF, "["), "]")
-		if net.ParseIP(host) == nil && (!validHostname(host) || dottedNumbersRE.MatchString(host)) {
+		if net.ParseIP(host) == nil && (!lif.ValidHostname(host) || dottedNumbersRE.MatchString(host)) {
 			p.fail("dataLIF", "%q is neither an IP address nor a host name", cfg.DataLIF)
 		} else if san {
 			p.warn("dataLIF is ignored by ontap-san: all iSCSI LIFs of the SVM are used")

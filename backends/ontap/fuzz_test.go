@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/backends/ontap/internal/lif"
 )
 
 // Seed corpora live in testdata/fuzz/<FuzzName>/.
@@ -36,7 +38,7 @@ func FuzzParseBackendConfig(f *testing.F) {
 				t.Fatalf("pool without size: %v", p)
 			}
 		}
-		if _, err := normalizeManagementLIF(cfg.ManagementLIF); err != nil {
+		if _, err := lif.HostPort(cfg.ManagementLIF); err != nil {
 			t.Fatalf("accepted management LIF %q: %v", cfg.ManagementLIF, err)
 		}
 		if _, err := unixPermissionsWire(cfg.Defaults.UnixPermissions); err != nil {
