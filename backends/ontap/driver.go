@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 )
 
 // Options tune a driver beyond its Trident backend configuration.
@@ -30,8 +31,8 @@ type Options struct {
 // configuration. It does not contact ONTAP: the first call that needs ONTAP
 // connects, and a failed connection is retried by the next call, so an
 // unreachable ONTAP never stops the plugin from starting.
-func NewBackend(cfg *BackendConfig, opts Options) (backends.Backend, error) {
-	cc := cfg.ClientConfig()
+func NewBackend(cfg *config.Backend, opts Options) (backends.Backend, error) {
+	cc := clientConfig(cfg)
 	if opts.Client != nil {
 		opts.Client(&cc)
 	}
@@ -41,11 +42,11 @@ func NewBackend(cfg *BackendConfig, opts Options) (backends.Backend, error) {
 	}
 	d := &driver{cfg: cfg, client: client, opts: opts, igroupLocks: keyMutex{m: map[string]*keyLock{}}}
 	switch cfg.StorageDriverName {
-	case DriverONTAPNAS:
+	case config.DriverONTAPNAS:
 		n := &nasDriver{driver: d}
 		d.initProtocol = n.init
 		return n, nil
-	case DriverONTAPSAN:
+	case config.DriverONTAPSAN:
 		s := &sanDriver{driver: d}
 		d.initProtocol, d.lunSizes = s.init, s.listLUNSizes
 		return s, nil
@@ -53,9 +54,23 @@ func NewBackend(cfg *BackendConfig, opts Options) (backends.Backend, error) {
 	return nil, fmt.Errorf("backend %s (%s): storage driver %q is not supported", cfg.BackendName, cfg.Source, cfg.StorageDriverName)
 }
 
+// clientConfig returns the REST client settings of a backend.
+func clientConfig(c *config.Backend) ClientConfig {
+	return ClientConfig{
+		ManagementLIF:         c.ManagementLIF,
+		SVM:                   c.SVM,
+		Username:              c.Username,
+		Password:              string(c.Password),
+		ClientCertificate:     c.ClientCertificate,
+		ClientPrivateKey:      []byte(c.ClientPrivateKey),
+		TrustedCACertificate:  c.TrustedCACertificate,
+		InsecureSkipTLSVerify: c.InsecureSkipTLSVerify,
+	}
+}
+
 // driver is what ontap-nas and ontap-san share.
 type driver struct {
-	cfg    *BackendConfig
+	cfg    *config.Backend
 	client *Client
 	opts   Options
 
@@ -186,7 +201,7 @@ func (d *driver) Pools(ctx context.Context) ([]backends.Pool, error) {
 
 // poolDefaults returns the volume defaults of a pool: a virtual pool's own,
 // else the backend's.
-func (d *driver) poolDefaults(pool string) VolumeDefaults {
+func (d *driver) poolDefaults(pool string) config.VolumeDefaults {
 	for _, vp := range d.cfg.Storage {
 		if vp.Name == pool {
 			return vp.Defaults

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
@@ -46,7 +47,7 @@ func simBackend(t *testing.T, driver string, simCfg ontapsim.Config, extra map[s
 		cfg[k] = v
 	}
 	data, _ := json.Marshal(cfg)
-	bc, err := ontap.ParseBackendConfig("test", data, t.TempDir())
+	bc, err := config.Parse("test", data, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func simVolume(t *testing.T, s *ontapsim.Simulator, name string) ontapsim.Volume
 }
 
 func TestNASCreateLayout(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, map[string]any{
+	b, s := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, map[string]any{
 		"autoExportPolicy": true, "labels": map[string]string{"team": "db"},
 		"defaults": map[string]any{"snapshotPolicy": "default", "snapshotReserve": "20", "unixPermissions": "0750"},
 	})
@@ -137,7 +138,7 @@ func TestNASCreateLayout(t *testing.T) {
 // Every publish reconciles the node's export rule, so a rule that drifted
 // or vanished on ONTAP is repaired (Trident #965, #1181).
 func TestNASPublishReconcilesExportRules(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, map[string]any{
+	b, s := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, map[string]any{
 		"autoExportPolicy": true, "autoExportCIDRs": []string{"10.0.0.0/8"},
 	})
 	ctx := ctxT(t)
@@ -226,7 +227,7 @@ func TestNASPublishReconcilesExportRules(t *testing.T) {
 }
 
 func TestNASStaticExportPolicy(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, map[string]any{"nfsMountOptions": "nfsvers=4.1"})
+	b, s := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, map[string]any{"nfsMountOptions": "nfsvers=4.1"})
 	vol := create(t, b, "pvc-s", gib, backends.AccessMount)
 	s.ResetStats()
 	pc, err := b.Publish(ctxT(t), vol, &backends.PublishRequest{Node: backends.Node{Name: "n1", IPs: []string{"10.0.0.1"}}})
@@ -247,7 +248,7 @@ func TestNASStaticExportPolicy(t *testing.T) {
 }
 
 func TestSANCreateLayout(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{}, map[string]any{"defaults": map[string]any{"fileSystemType": "xfs"}})
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, map[string]any{"defaults": map[string]any{"fileSystemType": "xfs"}})
 	vol := create(t, b, "pvc-l", 10*gib, backends.AccessMount)
 	v := simVolume(t, s, "trident_pvc_l")
 	luns := s.LUNs()
@@ -282,7 +283,7 @@ func TestSANCreateLayout(t *testing.T) {
 // Per-node igroups: created on the first publish, holding the node's IQN,
 // the LUN mapped only while published, the igroup gone with its last LUN.
 func TestSANPublishIgroupLifecycle(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{Nodes: 4}, nil)
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{Nodes: 4}, nil)
 	ctx := ctxT(t)
 	v1 := create(t, b, "pvc-1", gib, backends.AccessMount)
 	v2 := create(t, b, "pvc-2", gib, backends.AccessBlock)
@@ -359,7 +360,7 @@ func TestSANPublishRequests(t *testing.T) {
 		mapLUN    = "POST /api/protocols/san/lun-maps"
 		reporting = "GET /api/protocols/san/lun-maps/{lun.uuid}/{igroup.uuid}/reporting-nodes"
 	)
-	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{Nodes: 4}, nil)
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{Nodes: 4}, nil)
 	ctx := ctxT(t)
 	v1 := create(t, b, "pvc-1", gib, backends.AccessMount)
 	v2 := create(t, b, "pvc-2", gib, backends.AccessMount)
@@ -406,7 +407,7 @@ func TestSANPublishRequests(t *testing.T) {
 }
 
 func TestSANCHAP(t *testing.T) {
-	b, _ := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{}, map[string]any{
+	b, _ := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, map[string]any{
 		"useCHAP": true, "chapUsername": "in", "chapInitiatorSecret": "secret-in-123",
 		"chapTargetUsername": "out", "chapTargetInitiatorSecret": "secret-out-456",
 	})
@@ -432,7 +433,7 @@ func TestSANCHAP(t *testing.T) {
 // An interrupted create (the LUN failed after the FlexVol was made) is
 // reported incomplete and completed by the next create.
 func TestSANCreateResumes(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{}, nil)
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, nil)
 	ctx := ctxT(t)
 	s.SetFaults([]ontapsim.FaultRule{{Method: "POST", Path: "/storage/luns", Rate: 1, Kind: ontapsim.FaultJob, Code: 5374124, Limit: 1}})
 	req := &backends.CreateRequest{Name: "pvc-r", Pool: "aggr1", SizeBytes: gib, AccessType: backends.AccessMount}
@@ -452,9 +453,9 @@ func TestSANCreateResumes(t *testing.T) {
 }
 
 func TestSnapshotsAndClones(t *testing.T) {
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
-			b, s := simBackend(t, driver, ontapsim.Config{}, map[string]any{"autoExportPolicy": driver == ontap.DriverONTAPNAS})
+			b, s := simBackend(t, driver, ontapsim.Config{}, map[string]any{"autoExportPolicy": driver == config.DriverONTAPNAS})
 			ctx := ctxT(t)
 			src := create(t, b, "pvc-src", gib, backends.AccessMount)
 			snap, err := b.CreateSnapshot(ctx, src, "snapshot-1")
@@ -477,7 +478,7 @@ func TestSnapshotsAndClones(t *testing.T) {
 			if cv.CloneParent != "trident_pvc_src" || clone.SourceSnapshotID != "pvc-src/snapshot-1" {
 				t.Errorf("clone %+v", cv)
 			}
-			if driver == ontap.DriverONTAPNAS && (cv.JunctionPath != "/trident_pvc_clone" || cv.ExportPolicy != "trident_empty") {
+			if driver == config.DriverONTAPNAS && (cv.JunctionPath != "/trident_pvc_clone" || cv.ExportPolicy != "trident_empty") {
 				t.Errorf("clone kept its parent's junction or policy: %+v", cv)
 			}
 			if got := lookup(t, b, "pvc-clone"); got.SizeBytes != 2*gib || got.SourceSnapshotID != "pvc-src/snapshot-1" {
@@ -524,7 +525,7 @@ func TestSnapshotsAndClones(t *testing.T) {
 // Two CSI names that map to one ONTAP name ("pvc-a" and "pvc.a") are two
 // volumes: the second cannot take the first's FlexVol.
 func TestNameCollision(t *testing.T) {
-	b, _ := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, nil)
+	b, _ := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, nil)
 	create(t, b, "pvc-a", gib, backends.AccessMount)
 	if _, err := b.Volume(ctxT(t), "pvc.a"); !errors.Is(err, backends.ErrNotFound) {
 		t.Errorf("lookup of the other name: %v, want ErrNotFound", err)
@@ -536,7 +537,7 @@ func TestNameCollision(t *testing.T) {
 }
 
 func TestLongAndUnusualNames(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, nil)
+	b, s := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, nil)
 	for _, name := range []string{
 		strings.Repeat("a-", 100) + "z", // 201 characters: too long for ONTAP with the prefix
 		"ünïcode name with spaces",
@@ -562,7 +563,7 @@ func TestLongAndUnusualNames(t *testing.T) {
 }
 
 func TestCapacityAndPools(t *testing.T) {
-	b, _ := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{AggregateSize: 100 * gib}, map[string]any{
+	b, _ := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{AggregateSize: 100 * gib}, map[string]any{
 		"limitVolumeSize": "50Gi",
 		"storage": []any{
 			map[string]any{"labels": map[string]string{"tier": "gold"}, "defaults": map[string]any{"spaceReserve": "volume"}},
@@ -591,7 +592,7 @@ func TestUnreachableONTAP(t *testing.T) {
 		"version": 1, "storageDriverName": "ontap-nas", "managementLIF": "127.0.0.1:1", "svm": "svm0",
 		"username": "u", "password": "p",
 	})
-	cfg, err := ontap.ParseBackendConfig("test", data, t.TempDir())
+	cfg, err := config.Parse("test", data, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -637,7 +638,7 @@ func repairs(t *testing.T, backend string) float64 {
 func TestNarrowedTopologyIsRemembered(t *testing.T) {
 	zoneA := map[string]string{"topology.kubernetes.io/zone": "a"}
 	zoneB := map[string]string{"topology.kubernetes.io/zone": "b"}
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
 			b, _ := simBackend(t, driver, ontapsim.Config{}, map[string]any{
 				"supportedTopologies": []map[string]string{zoneA, zoneB},
@@ -708,7 +709,7 @@ func lunID(t *testing.T, s *ontapsim.Simulator, lun, igroup string) int {
 // twice (ONTAP refuses a second split of a volume that is no clone).
 func TestSplitOnClone(t *testing.T) {
 	split := true
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
 			b, s := simBackend(t, driver, ontapsim.Config{}, nil)
 			ctx := ctxT(t)
@@ -744,7 +745,7 @@ func TestSplitOnClone(t *testing.T) {
 // whole size, a thin one only the space the aggregate already holds. The
 // controller reads ErrExhausted as "try the next pool".
 func TestLimitAggregateUsage(t *testing.T) {
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
 			b, s := simBackend(t, driver, ontapsim.Config{AggregateSize: 100 * gib}, map[string]any{
 				"limitAggregateUsage": "50%", "defaults": map[string]any{"snapshotReserve": "0"},

@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 )
 
 // handle is what a driver keeps in backends.Volume.Handle: the FlexVol as
@@ -115,7 +116,7 @@ func (d *driver) toVolume(id string, v *Volume, meta *volumeMeta, usable int64) 
 }
 
 func (d *driver) protocol() backends.Protocol {
-	if d.cfg.StorageDriverName == DriverONTAPSAN {
+	if d.cfg.StorageDriverName == config.DriverONTAPSAN {
 		return backends.ProtocolBlock
 	}
 	return backends.ProtocolFile
@@ -136,7 +137,7 @@ func (d *driver) volumeID(v *Volume, meta *volumeMeta) (string, bool) {
 
 // settings are the resolved attributes of a new volume.
 type settings struct {
-	VolumeDefaults
+	config.VolumeDefaults
 	snapshotReserve int
 }
 
@@ -156,7 +157,7 @@ func (d *driver) resolve(req *backends.CreateRequest) (*settings, error) {
 	set(&s.TieringPolicy, o.TieringPolicy)
 	set(&s.QoSPolicy, o.QoSPolicy)
 	if o.UnixPermissions != "" {
-		perms, err := parseUnixPermissions(o.UnixPermissions)
+		perms, err := config.ParseUnixPermissions(o.UnixPermissions)
 		if err != nil {
 			return nil, backends.Errorf(backends.ErrInvalid, "unixPermissions %q: want octal (0755) or symbolic (---rwxr-xr-x)", o.UnixPermissions)
 		}

@@ -175,21 +175,6 @@ func TestSimAuthAndTLS(t *testing.T) {
 	}).SVM(ctx); err != nil {
 		t.Fatalf("certificate auth: %v", err)
 	}
-	// Backend config → client, end to end, with the CA from the config.
-	cfg, err := ParseBackendConfig("ontapsim.yaml", []byte(
-		"version: 1\nstorageDriverName: ontap-nas\nmanagementLIF: \""+host+"\"\nsvm: svm0\nusername: admin\npassword: secret\n"+
-			"trustedCACertificate: |\n  "+strings.ReplaceAll(strings.TrimSpace(string(s.CACertificatePEM())), "\n", "\n  ")+"\n"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := NewClient(cfg.ClientConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.SVM(ctx); err != nil {
-		t.Fatalf("client from backend config: %v", err)
-	}
 }
 
 func TestSimVolumeSnapshotCloneLifecycle(t *testing.T) {

@@ -1,4 +1,7 @@
-package ontap
+// Package config parses Trident's ontap-nas and ontap-san backend
+// configurations (JSON or YAML, from a file or a TridentBackendConfig),
+// validates them and applies Trident's defaults.
+package config
 
 import (
 	"bytes"
@@ -35,18 +38,18 @@ const (
 
 // Trident's defaults for a backend config.
 const (
-	DefaultStoragePrefix   = "trident_"
-	DefaultVolumeSize      = "1G" // 1 GiB: Trident reads single-letter units as binary
-	DefaultSpaceReserve    = "none"
-	DefaultSnapshotPolicy  = "none"
-	DefaultUnixPermissions = "777" // Trident's "---rwxrwxrwx"
-	DefaultExportPolicy    = "default"
-	DefaultSecurityStyle   = "unix"
-	DefaultFileSystemType  = "ext4"
+	defaultStoragePrefix   = "trident_"
+	defaultVolumeSize      = "1G" // 1 GiB: Trident reads single-letter units as binary
+	defaultSpaceReserve    = "none"
+	defaultSnapshotPolicy  = "none"
+	defaultUnixPermissions = "777" // Trident's "---rwxrwxrwx"
+	defaultExportPolicy    = "default"
+	defaultSecurityStyle   = "unix"
+	defaultFileSystemType  = "ext4"
 )
 
-// DefaultAutoExportCIDRs admit every node address, as in Trident.
-var DefaultAutoExportCIDRs = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+// defaultAutoExportCIDRs admit every node address, as in Trident.
+var defaultAutoExportCIDRs = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
 
 // Secret holds a credential from the backend config. It prints, marshals and
 // logs as "<redacted>"; string(s) reads it.
@@ -64,10 +67,10 @@ func (s Secret) LogValue() slog.Value          { return slog.StringValue(s.Strin
 func (s Secret) MarshalText() ([]byte, error)  { return []byte(s.String()), nil }
 func (s Secret) Format(f fmt.State, verb rune) { _, _ = f.Write([]byte(s.String())) }
 
-// BackendConfig is a Trident ontap-nas/ontap-san backend configuration,
+// Backend is a Trident ontap-nas/ontap-san backend configuration,
 // validated, with Trident's defaults applied. Printing or logging it never
 // shows a credential.
-type BackendConfig struct {
+type Backend struct {
 	Source string // the file name (or label) used in messages
 
 	Version           int
@@ -153,8 +156,8 @@ type VirtualPool struct {
 
 // String shows the configuration as JSON without credentials (Secret
 // fields marshal as "<redacted>"; certificates show as "<set>").
-func (c BackendConfig) String() string {
-	type plain BackendConfig // no methods: no recursion
+func (c Backend) String() string {
+	type plain Backend // no methods: no recursion
 	view := struct {
 		plain
 		// Shadow the embedded certificate fields.
@@ -171,39 +174,25 @@ func (c BackendConfig) String() string {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(view); err != nil {
-		return "ontap.BackendConfig{" + c.Source + "}"
+		return "config.Backend{" + c.Source + "}"
 	}
 	return strings.TrimSpace(b.String())
 }
 
-func (c BackendConfig) GoString() string     { return c.String() }
-func (c BackendConfig) LogValue() slog.Value { return slog.StringValue(c.String()) }
+func (c Backend) GoString() string     { return c.String() }
+func (c Backend) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
-// ClientConfig returns the client settings of this backend.
-func (c *BackendConfig) ClientConfig() ClientConfig {
-	return ClientConfig{
-		ManagementLIF:         c.ManagementLIF,
-		SVM:                   c.SVM,
-		Username:              c.Username,
-		Password:              string(c.Password),
-		ClientCertificate:     c.ClientCertificate,
-		ClientPrivateKey:      []byte(c.ClientPrivateKey),
-		TrustedCACertificate:  c.TrustedCACertificate,
-		InsecureSkipTLSVerify: c.InsecureSkipTLSVerify,
-	}
-}
-
-// LoadBackendConfig reads and parses a backend config file (JSON or YAML).
+// Load reads and parses a backend config file (JSON or YAML).
 // A relative credentials.file is read from the config file's directory.
-func LoadBackendConfig(path string) (*BackendConfig, error) {
+func Load(path string) (*Backend, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("backend config %q: %w", path, err)
 	}
-	return ParseBackendConfig(path, data, filepath.Dir(path))
+	return Parse(path, data, filepath.Dir(path))
 }
 
-// ParseBackendConfig parses a backend config (JSON or YAML). source names
+// Parse parses a backend config (JSON or YAML). source names
 // it in messages; dir is where a relative credentials.file is read from.
 // All invalid values are reported together, each with its key.
 //
@@ -217,7 +206,7 @@ func LoadBackendConfig(path string) (*BackendConfig, error) {
 // JSON or YAML object with the keys of Trident's backend Secret (username,
 // password, clientPrivateKey, chapUsername, chapInitiatorSecret,
 // chapTargetUsername, chapTargetInitiatorSecret).
-func ParseBackendConfig(source string, data []byte, dir string) (*BackendConfig, error) {
+func Parse(source string, data []byte, dir string) (*Backend, error) {
 	p := &parser{}
 	cfg := p.parse(source, data, dir)
 	if len(p.problems) > 0 {
@@ -576,8 +565,8 @@ func (p *parser) labels(key string, raw json.RawMessage) map[string]string {
 // turns "-" and "." into "_" when it builds names.
 var storagePrefixRE = regexp.MustCompile(`^[A-Za-z_.-][A-Za-z0-9_.-]*$`)
 
-func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
-	cfg := &BackendConfig{Source: source}
+func (p *parser) parse(source string, data []byte, dir string) *Backend {
+	cfg := &Backend{Source: source}
 	js, err := toJSON(data)
 	if err != nil {
 		p.fail("", "is neither valid JSON nor valid YAML: %v", err)
@@ -661,7 +650,7 @@ func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
 	// Provisioning settings.
 	if raw, ok := top["storagePrefix"]; !ok || isNull(raw) || string(bytes.TrimSpace(raw)) == "{}" {
 		// Trident: absent, null or {} mean "use the default".
-		cfg.StoragePrefix = DefaultStoragePrefix
+		cfg.StoragePrefix = defaultStoragePrefix
 	} else if jsonKind(raw) != "a string" {
 		p.fail("storagePrefix", "must be a string, not %s", jsonKind(raw))
 	} else {
@@ -681,7 +670,7 @@ func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
 		cfg.LimitAggregateUsage = f
 	}
 	if v := strings.TrimSpace(p.str("limitVolumeSize", top["limitVolumeSize"])); v != "" {
-		n, err := ParseSize(v)
+		n, err := parseSize(v)
 		if err != nil {
 			p.fail("limitVolumeSize", "%v", err)
 		} else if n <= 0 {
@@ -694,7 +683,7 @@ func (p *parser) parse(source string, data []byte, dir string) *BackendConfig {
 		p.fail("nfsMountOptions", "contains control characters")
 	}
 	cfg.AutoExportPolicy = p.boolean("autoExportPolicy", top["autoExportPolicy"])
-	cfg.AutoExportCIDRs = append([]netip.Prefix(nil), DefaultAutoExportCIDRs...)
+	cfg.AutoExportCIDRs = append([]netip.Prefix(nil), defaultAutoExportCIDRs...)
 	if raw, ok := top["autoExportCIDRs"]; ok && !isNull(raw) {
 		cfg.AutoExportCIDRs = nil
 		for i, s := range p.stringList("autoExportCIDRs", raw) {
@@ -793,7 +782,7 @@ func (p *parser) protocolTypes(path string, m map[string]json.RawMessage) {
 
 // credentials reads credentials: {file: ...}. Trident's {name: <Secret>}
 // form needs the TridentBackendConfig controller, which this is not.
-func (p *parser) credentials(cfg *BackendConfig, raw json.RawMessage, dir string, certB64 *string, keyB64 *Secret) {
+func (p *parser) credentials(cfg *Backend, raw json.RawMessage, dir string, certB64 *string, keyB64 *Secret) {
 	m := p.object("credentials", raw, credentialsKeys)
 	if name := p.str("credentials.name", m["name"]); name != "" {
 		p.fail("credentials.name", "Kubernetes Secrets are not read from a backend config file; use credentials.file, or username and password")
@@ -893,7 +882,7 @@ func (p *parser) pemValue(key, v string) []byte {
 	return data
 }
 
-func (p *parser) tls(cfg *BackendConfig, certB64 string, keyB64 Secret, caB64 string) {
+func (p *parser) tls(cfg *Backend, certB64 string, keyB64 Secret, caB64 string) {
 	cfg.ClientCertificate = p.pemValue("clientCertificate", certB64)
 	cfg.ClientPrivateKey = Secret(p.pemValue("clientPrivateKey", string(keyB64)))
 	cfg.TrustedCACertificate = p.pemValue("trustedCACertificate", caB64)
@@ -916,7 +905,7 @@ func (p *parser) tls(cfg *BackendConfig, certB64 string, keyB64 Secret, caB64 st
 	}
 }
 
-func (p *parser) chap(cfg *BackendConfig, san bool) {
+func (p *parser) chap(cfg *Backend, san bool) {
 	if !san {
 		p.warn("useCHAP is ignored by ontap-nas")
 		return
@@ -972,6 +961,8 @@ var (
 	ontapNameRE = regexp.MustCompile(`^[^\s,"'/]{1,256}$`)
 	// dottedNumbersRE: "256.1.1.1" is a mistyped address, not a host name.
 	dottedNumbersRE = regexp.MustCompile(`^[0-9.]+$`)
+	// octalPermsRE: ONTAP's nas.unix_permissions takes 1 to 4 octal digits.
+	octalPermsRE    = regexp.MustCompile(`^[0-7]{1,4}$`)
 	symbolicPermsRE = regexp.MustCompile(`^(?:[-rwxsStT]{3})?[-r][-w][-xsS][-r][-w][-xsS][-r][-w][-xtT]$`)
 )
 
@@ -1005,21 +996,21 @@ func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
 	}
 	var d VolumeDefaults
 
-	size, sizePath := get("size", DefaultVolumeSize)
+	size, sizePath := get("size", defaultVolumeSize)
 	if !sizeHasUnit(size) {
 		size += "G" // Trident: a size without unit is in GiB
 	}
-	if n, err := ParseSize(size); err != nil {
+	if n, err := parseSize(size); err != nil {
 		p.fail(sizePath, "%v", err)
 	} else if n <= 0 {
 		p.fail(sizePath, "%q must be larger than zero", size)
 	} else {
 		d.Size = n
 	}
-	d.SpaceReserve = oneOf("spaceReserve", DefaultSpaceReserve, "none", "volume")
+	d.SpaceReserve = oneOf("spaceReserve", defaultSpaceReserve, "none", "volume")
 	d.SpaceAllocation = boolean("spaceAllocation", true)
 	var snapPolicyPath string
-	d.SnapshotPolicy, snapPolicyPath = get("snapshotPolicy", DefaultSnapshotPolicy)
+	d.SnapshotPolicy, snapPolicyPath = get("snapshotPolicy", defaultSnapshotPolicy)
 	p.ontapName(snapPolicyPath, "a snapshot policy", d.SnapshotPolicy)
 	if v, path := get("snapshotReserve", ""); v != "" {
 		n, err := strconv.Atoi(strings.TrimSuffix(v, "%"))
@@ -1032,23 +1023,23 @@ func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
 			d.SnapshotReserve = &n
 		}
 	} else if d.SnapshotPolicy == "none" {
-		d.SnapshotReserve = Ptr(0)
+		d.SnapshotReserve = new(0)
 	}
 	d.SnapshotDir = boolean("snapshotDir", false)
-	perms, permsPath := get("unixPermissions", DefaultUnixPermissions)
-	if octal, err := parseUnixPermissions(perms); err != nil {
+	perms, permsPath := get("unixPermissions", defaultUnixPermissions)
+	if octal, err := ParseUnixPermissions(perms); err != nil {
 		p.fail(permsPath, "%q is not unix permissions (octal like 0755 or symbolic like ---rwxr-xr-x)", perms)
 	} else {
 		d.UnixPermissions = octal
 	}
-	if v, path := get("exportPolicy", DefaultExportPolicy); !exportPolicyNameRE.MatchString(v) {
+	if v, path := get("exportPolicy", defaultExportPolicy); !exportPolicyNameRE.MatchString(v) {
 		p.fail(path, "%q is not an export policy name (1-256 characters, no spaces or commas)", v)
 	} else {
 		d.ExportPolicy = v
 	}
-	d.SecurityStyle = oneOf("securityStyle", DefaultSecurityStyle, "unix", "mixed")
+	d.SecurityStyle = oneOf("securityStyle", defaultSecurityStyle, "unix", "mixed")
 	d.SplitOnClone = boolean("splitOnClone", false)
-	d.FileSystemType = oneOf("fileSystemType", DefaultFileSystemType, "ext3", "ext4", "xfs")
+	d.FileSystemType = oneOf("fileSystemType", defaultFileSystemType, "ext3", "ext4", "xfs")
 	if v, path := get("encryption", ""); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -1095,10 +1086,10 @@ func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
 	return d
 }
 
-// parseUnixPermissions accepts octal ("755", "0755") or Trident's symbolic
+// ParseUnixPermissions accepts octal ("755", "0755") or Trident's symbolic
 // form ("---rwxrwxrwx", "rwxr-xr-x") and returns octal digits.
-func parseUnixPermissions(v string) (string, error) {
-	if _, err := unixPermissionsWire(v); err == nil {
+func ParseUnixPermissions(v string) (string, error) {
+	if octalPermsRE.MatchString(v) {
 		if len(v) == 4 && v[0] == '0' {
 			v = v[1:]
 		}
