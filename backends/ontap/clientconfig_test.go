@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
@@ -51,7 +52,7 @@ func TestClientConfigOfBackend(t *testing.T) {
 			if strings.Contains(out, "pa55-word-xyz") || strings.Contains(out, "PRIVATE KEY") {
 				t.Fatalf("secret shown in %s", out)
 			}
-			c, err := NewClient(cc)
+			c, err := rest.NewClient(cc)
 			if err != nil {
 				t.Fatal(err)
 			}

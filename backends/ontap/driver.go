@@ -12,6 +12,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
 // Options tune a driver beyond its Trident backend configuration.
@@ -24,7 +25,7 @@ type Options struct {
 	InstallationID string
 	// Client adjusts the REST client settings (e.g. shorter retry delays
 	// in tests).
-	Client func(*ClientConfig)
+	Client func(*rest.ClientConfig)
 }
 
 // NewBackend returns the ontap-nas or ontap-san driver of a parsed backend
@@ -36,7 +37,7 @@ func NewBackend(cfg *config.Backend, opts Options) (backends.Backend, error) {
 	if opts.Client != nil {
 		opts.Client(&cc)
 	}
-	client, err := NewClient(cc)
+	client, err := rest.NewClient(cc)
 	if err != nil {
 		return nil, fmt.Errorf("backend %s (%s): %w", cfg.BackendName, cfg.Source, err)
 	}
@@ -55,8 +56,8 @@ func NewBackend(cfg *config.Backend, opts Options) (backends.Backend, error) {
 }
 
 // clientConfig returns the REST client settings of a backend.
-func clientConfig(c *config.Backend) ClientConfig {
-	return ClientConfig{
+func clientConfig(c *config.Backend) rest.ClientConfig {
+	return rest.ClientConfig{
 		ManagementLIF:         c.ManagementLIF,
 		SVM:                   c.SVM,
 		Username:              c.Username,
@@ -71,7 +72,7 @@ func clientConfig(c *config.Backend) ClientConfig {
 // driver is what ontap-nas and ontap-san share.
 type driver struct {
 	cfg    *config.Backend
-	client *Client
+	client *rest.Client
 	opts   Options
 
 	initProtocol func(context.Context) error
@@ -80,7 +81,7 @@ type driver struct {
 
 	initMu sync.Mutex
 	// Set once ONTAP answered; derived from the SVM, never from volumes.
-	svm            *SVM
+	svm            *rest.SVM
 	pools          []backends.Pool
 	installationID string
 	backendUUID    string
@@ -129,7 +130,7 @@ func (d *driver) ready(ctx context.Context) error {
 	if svm.State != "" && svm.State != "running" {
 		return backends.Errorf(backends.ErrUnavailable, "backend %s: SVM %s is %s", d.Name(), svm.Name, svm.State)
 	}
-	if a := d.cfg.Aggregate; a != "" && !slices.ContainsFunc(svm.Aggregates, func(x SVMAggregate) bool { return x.Name == a }) {
+	if a := d.cfg.Aggregate; a != "" && !slices.ContainsFunc(svm.Aggregates, func(x rest.SVMAggregate) bool { return x.Name == a }) {
 		return backends.Errorf(backends.ErrUnavailable, "backend %s: aggregate %s is not assigned to SVM %s", d.Name(), a, svm.Name)
 	}
 	if d.initProtocol != nil {
@@ -152,7 +153,7 @@ func (d *driver) ready(ctx context.Context) error {
 
 // buildPools: virtual pools when the config has them, else one pool per
 // aggregate of the SVM, as Trident offers physical pools.
-func (d *driver) buildPools(svm *SVM) []backends.Pool {
+func (d *driver) buildPools(svm *rest.SVM) []backends.Pool {
 	var pools []backends.Pool
 	for _, vp := range d.cfg.Storage {
 		pt := "thin"
@@ -180,7 +181,7 @@ func (d *driver) buildPools(svm *SVM) []backends.Pool {
 }
 
 // mediaOf maps an aggregate's disk type to Trident's media attribute.
-func (d *driver) mediaOf(svm *SVM, aggr string) string {
+func (d *driver) mediaOf(svm *rest.SVM, aggr string) string {
 	for _, a := range svm.Aggregates {
 		if a.Name == aggr {
 			switch a.Type {
@@ -334,30 +335,30 @@ func (d *driver) failure(err error, format string, args ...any) error {
 // the request named something that does not exist (an export or snapshot
 // policy, an aggregate), which CSI calls an invalid argument.
 func (d *driver) createFailure(err error, format string, args ...any) error {
-	if ClassOf(err) == ClassNotFound {
+	if rest.ClassOf(err) == rest.ClassNotFound {
 		return backends.Errorf(backends.ErrInvalid, "%s: %w", fmt.Sprintf(format, args...), err)
 	}
 	return d.failure(err, format, args...)
 }
 
 func kindOf(err error) error {
-	var e *Error
+	var e *rest.Error
 	if errors.As(err, &e) {
 		msg := strings.ToLower(e.Message)
 		if strings.Contains(msg, "not enough space") || strings.Contains(msg, "insufficient space") {
 			return backends.ErrExhausted
 		}
 	}
-	switch ClassOf(err) {
-	case ClassNotFound:
+	switch rest.ClassOf(err) {
+	case rest.ClassNotFound:
 		return backends.ErrNotFound
-	case ClassAlreadyExists:
+	case rest.ClassAlreadyExists:
 		return backends.ErrAlreadyExists
-	case ClassInUse:
+	case rest.ClassInUse:
 		return backends.ErrInUse
-	case ClassInvalid:
+	case rest.ClassInvalid:
 		return backends.ErrInvalid
-	case ClassThrottled, ClassAuth:
+	case rest.ClassThrottled, rest.ClassAuth:
 		return backends.ErrUnavailable
 	}
 	return nil

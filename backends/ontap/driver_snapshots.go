@@ -6,6 +6,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
 // snapshotHandle is a driver's backends.Snapshot.Handle.
@@ -22,7 +23,7 @@ func (d *driver) SnapshotName(csiName string) string { return snapshotName(csiNa
 func (d *driver) CreateSnapshot(ctx context.Context, vol *backends.Volume, name string) (*backends.Snapshot, error) {
 	h := handleOf(vol)
 	sn := snapshotName(name)
-	if err := d.client.CreateSnapshot(ctx, h.vol.UUID, sn); err != nil && !IsAlreadyExists(err) {
+	if err := d.client.CreateSnapshot(ctx, h.vol.UUID, sn); err != nil && !rest.IsAlreadyExists(err) {
 		return nil, d.createFailure(err, "taking snapshot %s of volume %s", sn, vol.ID)
 	}
 	s, err := d.client.GetSnapshot(ctx, h.vol.UUID, sn)
@@ -34,7 +35,7 @@ func (d *driver) CreateSnapshot(ctx context.Context, vol *backends.Volume, name 
 
 // toSnapshot describes an ONTAP snapshot. ONTAP snapshots are usable as
 // soon as they exist; a volume restored from one has the volume's size.
-func (d *driver) toSnapshot(vol *backends.Volume, s *Snapshot) *backends.Snapshot {
+func (d *driver) toSnapshot(vol *backends.Volume, s *rest.Snapshot) *backends.Snapshot {
 	return &backends.Snapshot{
 		Name: s.Name, VolumeID: vol.ID, CreatedAt: s.CreateTime, SizeBytes: vol.SizeBytes, Ready: true,
 		Handle: &snapshotHandle{volume: vol, uuid: s.UUID},
@@ -52,7 +53,7 @@ func (d *driver) Snapshots(ctx context.Context, f backends.SnapshotFilter) ([]*b
 		h := handleOf(f.Volume)
 		if f.Name != "" {
 			s, err := d.client.GetSnapshot(ctx, h.vol.UUID, f.Name)
-			if IsNotFound(err) {
+			if rest.IsNotFound(err) {
 				return nil, nil
 			}
 			if err != nil {
@@ -101,10 +102,10 @@ func (d *driver) DeleteSnapshot(ctx context.Context, snap *backends.Snapshot) er
 	sh := snap.Handle.(*snapshotHandle)
 	vh := handleOf(sh.volume)
 	err := d.client.DeleteSnapshot(ctx, vh.vol.UUID, sh.uuid)
-	if err == nil || IsNotFound(err) {
+	if err == nil || rest.IsNotFound(err) {
 		return nil
 	}
-	if !IsInUse(err) {
+	if !rest.IsInUse(err) {
 		return d.failure(err, "deleting snapshot %s of volume %s", snap.Name, snap.VolumeID)
 	}
 	clones, lerr := d.clonesOf(ctx, vh.vol.Name, snap.Name)
@@ -117,7 +118,7 @@ func (d *driver) DeleteSnapshot(ctx context.Context, snap *backends.Snapshot) er
 		}
 		logrus.WithContext(ctx).WithFields(logrus.Fields{"snapshot": snap.Name, "clone": c.Name}).
 			Info("splitting a clone from the snapshot being deleted")
-		if err := d.client.ModifyVolume(ctx, c.UUID, VolumeModify{SplitClone: true}); err != nil {
+		if err := d.client.ModifyVolume(ctx, c.UUID, rest.VolumeModify{SplitClone: true}); err != nil {
 			return d.failure(err, "splitting clone %s from snapshot %s", c.Name, snap.Name)
 		}
 	}

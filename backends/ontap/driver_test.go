@@ -19,6 +19,7 @@ import (
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
@@ -51,7 +52,7 @@ func simBackend(t *testing.T, driver string, simCfg ontapsim.Config, extra map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ontap.NewBackend(bc, ontap.Options{Client: func(c *ontap.ClientConfig) {
+	b, err := ontap.NewBackend(bc, ontap.Options{Client: func(c *rest.ClientConfig) {
 		c.RetryBaseDelay, c.RetryMaxDelay, c.JobPollInitial, c.JobPollMax = time.Millisecond, 10*time.Millisecond, time.Millisecond, 10*time.Millisecond
 	}})
 	if err != nil {
@@ -597,7 +598,7 @@ func TestUnreachableONTAP(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Starting never needs ONTAP.
-	b, err := ontap.NewBackend(cfg, ontap.Options{Client: func(c *ontap.ClientConfig) {
+	b, err := ontap.NewBackend(cfg, ontap.Options{Client: func(c *rest.ClientConfig) {
 		c.MaxAttempts, c.RetryBaseDelay = 1, time.Millisecond
 	}})
 	if err != nil {

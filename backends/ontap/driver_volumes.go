@@ -12,14 +12,15 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
 // handle is what a driver keeps in backends.Volume.Handle: the FlexVol as
 // read by the lookup, so the rest of the call needs no second read.
 type handle struct {
-	vol  *Volume
+	vol  *rest.Volume
 	meta *volumeMeta // nil for volumes made by Trident or by hand
-	lun  *LUN        // ontap-san, when read
+	lun  *rest.LUN   // ontap-san, when read
 }
 
 func handleOf(v *backends.Volume) *handle {
@@ -35,7 +36,7 @@ func (d *driver) volumeName(csiName string) string { return volumeName(d.cfg.Sto
 // without a record of its own is reported partial: a clone whose create
 // stopped before it got its comment (ONTAP leaves it empty or copies the
 // parent's), or one Trident made; the retried create completes it.
-func (d *driver) lookup(ctx context.Context, id string) (*Volume, *volumeMeta, bool, error) {
+func (d *driver) lookup(ctx context.Context, id string) (*rest.Volume, *volumeMeta, bool, error) {
 	if err := d.ready(ctx); err != nil {
 		return nil, nil, false, err
 	}
@@ -76,7 +77,7 @@ func (d *driver) lookup(ctx context.Context, id string) (*Volume, *volumeMeta, b
 // parent is not a volume of this backend.
 func (d *driver) parentID(ctx context.Context, parent string) (string, error) {
 	p, err := d.client.GetVolume(ctx, parent)
-	if IsNotFound(err) {
+	if rest.IsNotFound(err) {
 		return "", nil
 	}
 	if err != nil {
@@ -92,7 +93,7 @@ func (d *driver) parentID(ctx context.Context, parent string) (string, error) {
 
 // toVolume describes a FlexVol for the controller. usable is the size to
 // report when the volume carries no record of the size the CO asked for.
-func (d *driver) toVolume(id string, v *Volume, meta *volumeMeta, usable int64) *backends.Volume {
+func (d *driver) toVolume(id string, v *rest.Volume, meta *volumeMeta, usable int64) *backends.Volume {
 	bv := &backends.Volume{
 		ID: id, Backend: d.Name(), SizeBytes: usable,
 		Context: map[string]string{
@@ -128,7 +129,7 @@ func (d *driver) Protocol() backends.Protocol { return d.protocol() }
 // volumeID names an ONTAP volume of this backend for the CO: the CSI name
 // it recorded, or the PV name of a Trident volume. ok is false for volumes
 // that are not ours to report (another prefix's, renamed, hand-made).
-func (d *driver) volumeID(v *Volume, meta *volumeMeta) (string, bool) {
+func (d *driver) volumeID(v *rest.Volume, meta *volumeMeta) (string, bool) {
 	if meta != nil {
 		return meta.Name, d.volumeName(meta.Name) == v.Name
 	}
@@ -232,10 +233,10 @@ func flexVolSize(want int64, reservePercent int, factor float64) int64 {
 // the one an earlier attempt of this request made, and not another volume.
 // It decides from one read: ONTAP's answer that the name is taken may
 // precede the volume becoming visible.
-func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest) (*Volume, error) {
+func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest) (*rest.Volume, error) {
 	v, meta, partialClone, err := d.lookup(ctx, req.Name)
 	switch {
-	case IsNotFound(err):
+	case rest.IsNotFound(err):
 		// ONTAP knows the name but has no volume yet: the create job of
 		// an earlier attempt, whose caller gave up, still runs.
 		return nil, backends.Errorf(backends.ErrPending, "volume %s is still being created by an earlier request", req.Name)
@@ -252,7 +253,7 @@ func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest) (*Volum
 
 // createFlexVol creates the FlexVol of a new volume, or adopts the one an
 // interrupted earlier attempt created.
-func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest, c VolumeCreate) (*Volume, error) {
+func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest, c rest.VolumeCreate) (*rest.Volume, error) {
 	aggr, err := d.aggregateFor(ctx, req.Pool)
 	if err != nil {
 		return nil, err
@@ -268,8 +269,8 @@ func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest,
 	err = d.client.CreateVolume(ctx, c)
 	switch {
 	case err == nil:
-		return &Volume{Name: c.Name, Size: c.Size, Comment: c.Comment, JunctionPath: c.JunctionPath, ExportPolicy: c.ExportPolicy}, nil
-	case IsAlreadyExists(err):
+		return &rest.Volume{Name: c.Name, Size: c.Size, Comment: c.Comment, JunctionPath: c.JunctionPath, ExportPolicy: c.ExportPolicy}, nil
+	case rest.IsAlreadyExists(err):
 		return d.adopt(ctx, req)
 	}
 	return nil, d.createFailure(err, "creating volume %s", c.Name)
@@ -278,7 +279,7 @@ func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest,
 // cloneFlexVol creates a FlexClone for req (or adopts a half-made one) and
 // gives it its own record. The clone of a volume uses a snapshot named
 // after the clone, which DeleteVolume removes with the clone.
-func (d *driver) cloneFlexVol(ctx context.Context, req *backends.CreateRequest, s *settings) (*Volume, error) {
+func (d *driver) cloneFlexVol(ctx context.Context, req *backends.CreateRequest, s *settings) (*rest.Volume, error) {
 	src := req.Source
 	var parent *backends.Volume
 	var parentSnap string
@@ -302,12 +303,12 @@ func (d *driver) cloneFlexVol(ctx context.Context, req *backends.CreateRequest, 
 	name := d.volumeName(req.Name)
 	if parentSnap == "" {
 		parentSnap = name
-		if err := d.client.CreateSnapshot(ctx, ph.vol.UUID, parentSnap); err != nil && !IsAlreadyExists(err) {
+		if err := d.client.CreateSnapshot(ctx, ph.vol.UUID, parentSnap); err != nil && !rest.IsAlreadyExists(err) {
 			return nil, d.createFailure(err, "taking snapshot %s of %s for the clone", parentSnap, parent.ID)
 		}
 	}
-	err := d.client.CloneVolume(ctx, VolumeClone{Name: name, ParentVolume: ph.vol.Name, ParentSnapshot: parentSnap})
-	if err != nil && !IsAlreadyExists(err) {
+	err := d.client.CloneVolume(ctx, rest.VolumeClone{Name: name, ParentVolume: ph.vol.Name, ParentSnapshot: parentSnap})
+	if err != nil && !rest.IsAlreadyExists(err) {
 		return nil, d.createFailure(err, "cloning %s into %s", ph.vol.Name, name)
 	}
 	if err != nil {
@@ -320,7 +321,7 @@ func (d *driver) cloneFlexVol(ctx context.Context, req *backends.CreateRequest, 
 		return nil, d.failure(err, "reading clone %s", name)
 	}
 	if s.SplitOnClone && !v.CloneSplitInitiated && v.IsClone {
-		if err := d.client.ModifyVolume(ctx, v.UUID, VolumeModify{SplitClone: true}); err != nil {
+		if err := d.client.ModifyVolume(ctx, v.UUID, rest.VolumeModify{SplitClone: true}); err != nil {
 			return nil, d.failure(err, "starting the split of clone %s", name)
 		}
 	}
@@ -366,8 +367,8 @@ func (d *driver) deleteFlexVol(ctx context.Context, vol *backends.Volume) error 
 	h := handleOf(vol)
 	err := d.client.DeleteVolume(ctx, h.vol.UUID, d.poolDefaults(vol.Pool).SkipRecoveryQueue)
 	switch {
-	case err == nil || IsNotFound(err):
-	case hasCode(err, "524615"):
+	case err == nil || rest.IsNotFound(err):
+	case rest.HasCode(err, "524615"):
 		clones, lerr := d.clonesOf(ctx, h.vol.Name, "")
 		if lerr != nil {
 			return d.failure(err, "deleting volume %s", vol.ID)
@@ -389,7 +390,7 @@ func (d *driver) deleteCloneSnapshot(ctx context.Context, vol *backends.Volume) 
 	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": vol.ID, "source": vol.SourceVolumeID})
 	parent, err := d.client.GetVolume(ctx, d.volumeName(vol.SourceVolumeID))
 	if err != nil {
-		if !IsNotFound(err) {
+		if !rest.IsNotFound(err) {
 			log.WithError(err).Warn("could not find the clone's source to remove its snapshot")
 		}
 		return
@@ -399,19 +400,19 @@ func (d *driver) deleteCloneSnapshot(ctx context.Context, vol *backends.Volume) 
 	if err != nil {
 		return
 	}
-	if err := d.client.DeleteSnapshot(ctx, parent.UUID, snap.UUID); err != nil && !IsNotFound(err) {
+	if err := d.client.DeleteSnapshot(ctx, parent.UUID, snap.UUID); err != nil && !rest.IsNotFound(err) {
 		log.WithError(err).Warn("could not remove the snapshot the clone was made from")
 	}
 }
 
 // clonesOf names the FlexClones of a volume (of one of its snapshots when
 // snapshot is set).
-func (d *driver) clonesOf(ctx context.Context, volume, snapshot string) ([]*Volume, error) {
+func (d *driver) clonesOf(ctx context.Context, volume, snapshot string) ([]*rest.Volume, error) {
 	vols, err := d.client.ListVolumes(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	var out []*Volume
+	var out []*rest.Volume
 	for i := range vols {
 		v := &vols[i]
 		if v.IsClone && v.CloneParentVolume == volume && (snapshot == "" || v.CloneParentSnapshot == snapshot) {
@@ -447,7 +448,7 @@ func (d *driver) recordSize(id string, h *handle, size int64) (string, error) {
 	return c, nil
 }
 
-func names(vols []*Volume) []string {
+func names(vols []*rest.Volume) []string {
 	out := make([]string, 0, len(vols))
 	for _, v := range vols {
 		out = append(out, v.Name)
@@ -461,7 +462,7 @@ func sameTopologies(a, b []map[string]string) bool {
 }
 
 // checkGrowth applies limitAggregateUsage to growing v to size bytes.
-func (d *driver) checkGrowth(ctx context.Context, v *Volume, size int64) error {
+func (d *driver) checkGrowth(ctx context.Context, v *rest.Volume, size int64) error {
 	if len(v.Aggregates) == 0 {
 		return nil
 	}

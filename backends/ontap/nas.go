@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
 // nasDriver is ontap-nas: a FlexVol per volume, exported over NFS.
@@ -31,7 +32,7 @@ func (n *nasDriver) init(ctx context.Context) error {
 		n.nfsServer = strings.Trim(n.cfg.DataLIF, "[]")
 		return nil
 	}
-	lifs, err := n.client.DataLIFs(ctx, ServiceDataNFS)
+	lifs, err := n.client.DataLIFs(ctx, rest.ServiceDataNFS)
 	if err != nil {
 		return backends.Errorf(backends.ErrUnavailable, "backend %s: listing NFS data LIFs: %w", n.Name(), err)
 	}
@@ -89,7 +90,7 @@ func (n *nasDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 		}
 	}
 	v, err := n.create(ctx, req, s, comment, policy)
-	if err != nil && n.autoPolicy(req.Options) && IsNotFound(err) {
+	if err != nil && n.autoPolicy(req.Options) && rest.IsNotFound(err) {
 		// The empty policy was deleted behind our back: make it again.
 		n.emptyPolicyMu.Lock()
 		n.emptyPolicyOK = false
@@ -105,7 +106,7 @@ func (n *nasDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 	return n.toVolume(req.Name, v, meta, req.SizeBytes), nil
 }
 
-func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *settings, comment, policy string) (*Volume, error) {
+func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *settings, comment, policy string) (*rest.Volume, error) {
 	if req.Source != nil {
 		v, err := n.cloneFlexVol(ctx, req, s)
 		if err != nil {
@@ -114,7 +115,7 @@ func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *
 		return v, n.finishClone(ctx, v, req, comment, policy)
 	}
 	name := n.volumeName(req.Name)
-	return n.createFlexVol(ctx, req, VolumeCreate{
+	return n.createFlexVol(ctx, req, rest.VolumeCreate{
 		Name: name, Size: flexVolSize(req.SizeBytes, s.snapshotReserve, 1),
 		SpaceReserve: s.SpaceReserve, SnapshotPolicy: s.SnapshotPolicy, SnapshotReservePercent: &s.snapshotReserve,
 		SnapshotDirAccess: &s.SnapshotDir, UnixPermissions: s.UnixPermissions, ExportPolicy: policy,
@@ -125,8 +126,8 @@ func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *
 
 // finishClone gives a FlexClone its own record, junction and export policy
 // (it inherits its parent's), and its requested size, in one PATCH.
-func (n *nasDriver) finishClone(ctx context.Context, v *Volume, req *backends.CreateRequest, comment, policy string) error {
-	m := VolumeModify{}
+func (n *nasDriver) finishClone(ctx context.Context, v *rest.Volume, req *backends.CreateRequest, comment, policy string) error {
+	m := rest.VolumeModify{}
 	if v.Comment != comment {
 		m.Comment = &comment
 	}
@@ -139,7 +140,7 @@ func (n *nasDriver) finishClone(ctx context.Context, v *Volume, req *backends.Cr
 	if size := flexVolSize(req.SizeBytes, v.SnapshotReservePercent, 1); size > v.Size {
 		m.Size = &size
 	}
-	if m == (VolumeModify{}) {
+	if m == (rest.VolumeModify{}) {
 		return nil
 	}
 	if err := n.client.ModifyVolume(ctx, v.UUID, m); err != nil {
@@ -163,16 +164,16 @@ func (n *nasDriver) ensureEmptyPolicy(ctx context.Context) error {
 }
 
 // ensurePolicy returns the export policy called name, creating it empty.
-func (n *nasDriver) ensurePolicy(ctx context.Context, name string) (*ExportPolicy, error) {
+func (n *nasDriver) ensurePolicy(ctx context.Context, name string) (*rest.ExportPolicy, error) {
 	p, err := n.client.GetExportPolicy(ctx, name)
 	if err == nil {
 		return p, nil
 	}
-	if !IsNotFound(err) {
+	if !rest.IsNotFound(err) {
 		return nil, n.failure(err, "reading export policy %s", name)
 	}
 	p, err = n.client.CreateExportPolicy(ctx, name)
-	if IsAlreadyExists(err) { // made concurrently
+	if rest.IsAlreadyExists(err) { // made concurrently
 		p, err = n.client.GetExportPolicy(ctx, name)
 	}
 	if err != nil {
@@ -189,7 +190,7 @@ func (n *nasDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 	if err != nil {
 		return nil, err
 	}
-	m := VolumeModify{Comment: &comment}
+	m := rest.VolumeModify{Comment: &comment}
 	if want := flexVolSize(size, h.vol.SnapshotReservePercent, 1); want > h.vol.Size {
 		if err := n.checkGrowth(ctx, h.vol, want); err != nil {
 			return nil, err
@@ -219,7 +220,7 @@ func (n *nasDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) erro
 func (n *nasDriver) dropOwnPolicy(ctx context.Context, vol *backends.Volume) error {
 	v := handleOf(vol).vol
 	p, err := n.client.GetExportPolicy(ctx, v.Name)
-	if IsNotFound(err) {
+	if rest.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
@@ -233,7 +234,7 @@ func (n *nasDriver) dropOwnPolicy(ctx context.Context, vol *backends.Volume) err
 			return err
 		}
 	}
-	if err := n.client.DeleteExportPolicy(ctx, p.ID); err != nil && !IsNotFound(err) {
+	if err := n.client.DeleteExportPolicy(ctx, p.ID); err != nil && !rest.IsNotFound(err) {
 		return n.failure(err, "deleting export policy %s", p.Name)
 	}
 	return nil
@@ -254,7 +255,7 @@ func (n *nasDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 	v := h.vol
 	if v.JunctionPath == "" {
 		path := "/" + v.Name
-		if err := n.client.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: &path}); err != nil {
+		if err := n.client.ModifyVolume(ctx, v.UUID, rest.VolumeModify{JunctionPath: &path}); err != nil {
 			return nil, n.failure(err, "mounting volume %s at %s", vol.ID, path)
 		}
 		v.JunctionPath = path
@@ -303,12 +304,12 @@ func (n *nasDriver) grantAccess(ctx context.Context, vol *backends.Volume, node 
 		if err == nil {
 			// "Already exists" means an identical rule: an earlier attempt
 			// of this publish, cut short, added it.
-			if _, err := n.client.AddExportRule(ctx, policy.ID, ExportRule{Clients: clients}); err != nil && !IsAlreadyExists(err) {
+			if _, err := n.client.AddExportRule(ctx, policy.ID, rest.ExportRule{Clients: clients}); err != nil && !rest.IsAlreadyExists(err) {
 				return n.failure(err, "adding a rule for node %s to export policy %s", node.Name, policyName)
 			}
 			return n.applyPolicy(ctx, vol, policyName)
 		}
-		if !IsAlreadyExists(err) {
+		if !rest.IsAlreadyExists(err) {
 			return n.failure(err, "creating export policy %s", policyName)
 		}
 	}
@@ -326,7 +327,7 @@ func (n *nasDriver) grantAccess(ctx context.Context, vol *backends.Volume, node 
 func (n *nasDriver) applyPolicy(ctx context.Context, vol *backends.Volume, policyName string) error {
 	v := handleOf(vol).vol
 	if v.ExportPolicy != policyName {
-		if err := n.client.ModifyVolume(ctx, v.UUID, VolumeModify{ExportPolicy: &policyName}); err != nil {
+		if err := n.client.ModifyVolume(ctx, v.UUID, rest.VolumeModify{ExportPolicy: &policyName}); err != nil {
 			return n.failure(err, "applying export policy %s to volume %s", policyName, vol.ID)
 		}
 		v.ExportPolicy = policyName
@@ -356,7 +357,7 @@ func (n *nasDriver) nodeClients(node *backends.Node) []string {
 
 // reconcileRule makes the policy hold exactly one rule for the node: clients
 // = its addresses, NFS, read-write, root squash off (Trident's rule).
-func (n *nasDriver) reconcileRule(ctx context.Context, policy *ExportPolicy, node string, clients []string) error {
+func (n *nasDriver) reconcileRule(ctx context.Context, policy *rest.ExportPolicy, node string, clients []string) error {
 	rules, err := n.client.ListExportRules(ctx, policy.ID)
 	if err != nil {
 		return n.failure(err, "reading the rules of export policy %s", policy.Name)
@@ -366,21 +367,22 @@ func (n *nasDriver) reconcileRule(ctx context.Context, policy *ExportPolicy, nod
 		if !overlaps(r.Clients, clients) {
 			continue
 		}
-		if !found && sameSet(r.Clients, clients) && tridentRule(r) {
+		// clients is sorted (nodeClients).
+		if !found && slices.Equal(slices.Sorted(slices.Values(r.Clients)), clients) && tridentRule(r) {
 			found = true
 			continue
 		}
 		logrus.WithContext(ctx).WithFields(logrus.Fields{"policy": policy.Name, "node": node, "clients": r.Clients, "index": r.Index}).
 			Warn("replacing an export rule that drifted")
 		drifted = true
-		if err := n.client.DeleteExportRule(ctx, policy.ID, r.Index); err != nil && !IsNotFound(err) {
+		if err := n.client.DeleteExportRule(ctx, policy.ID, r.Index); err != nil && !rest.IsNotFound(err) {
 			return n.failure(err, "removing rule %d of export policy %s", r.Index, policy.Name)
 		}
 	}
 	if found {
 		return nil
 	}
-	if _, err := n.client.AddExportRule(ctx, policy.ID, ExportRule{Clients: clients}); err != nil && !IsAlreadyExists(err) {
+	if _, err := n.client.AddExportRule(ctx, policy.ID, rest.ExportRule{Clients: clients}); err != nil && !rest.IsAlreadyExists(err) {
 		return n.failure(err, "adding a rule for node %s to export policy %s", node, policy.Name)
 	}
 	if drifted {
@@ -390,7 +392,7 @@ func (n *nasDriver) reconcileRule(ctx context.Context, policy *ExportPolicy, nod
 }
 
 // tridentRule reports whether a rule grants what Trident's rules grant.
-func tridentRule(r ExportRule) bool {
+func tridentRule(r rest.ExportRule) bool {
 	is := func(v []string, want ...string) bool {
 		return len(v) == 1 && slices.Contains(want, v[0])
 	}
@@ -420,7 +422,7 @@ func (n *nasDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 		return nil
 	}
 	policy, err := n.client.GetExportPolicy(ctx, v.Name)
-	if IsNotFound(err) {
+	if rest.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
@@ -445,7 +447,7 @@ func (n *nasDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 			remaining++
 			continue
 		}
-		if err := n.client.DeleteExportRule(ctx, policy.ID, r.Index); err != nil && !IsNotFound(err) {
+		if err := n.client.DeleteExportRule(ctx, policy.ID, r.Index); err != nil && !rest.IsNotFound(err) {
 			return n.failure(err, "removing rule %d of export policy %s", r.Index, policy.Name)
 		}
 	}
@@ -456,12 +458,12 @@ func (n *nasDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 		return err
 	}
 	empty := emptyPolicyName(n.cfg.StoragePrefix)
-	if err := n.client.ModifyVolume(ctx, v.UUID, VolumeModify{ExportPolicy: &empty}); err != nil {
+	if err := n.client.ModifyVolume(ctx, v.UUID, rest.VolumeModify{ExportPolicy: &empty}); err != nil {
 		return n.failure(err, "applying export policy %s to volume %s", empty, vol.ID)
 	}
 	// 1703945: another volume uses the policy (someone applied it by
 	// hand); it stays until this volume is deleted.
-	if err := n.client.DeleteExportPolicy(ctx, policy.ID); err != nil && !IsNotFound(err) && !hasCode(err, "1703945") {
+	if err := n.client.DeleteExportPolicy(ctx, policy.ID); err != nil && !rest.IsNotFound(err) && !rest.HasCode(err, "1703945") {
 		return n.failure(err, "deleting export policy %s", policy.Name)
 	}
 	return nil

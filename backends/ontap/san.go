@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
 const (
@@ -46,7 +47,7 @@ func (s *sanDriver) init(ctx context.Context) error {
 	if s.cfg.UseCHAP {
 		// As Trident: bidirectional CHAP becomes the SVM's default
 		// initiator security.
-		if err := s.client.SetCHAP(ctx, CHAPCredentials{
+		if err := s.client.SetCHAP(ctx, rest.CHAPCredentials{
 			InboundUser: s.cfg.CHAPUsername, InboundPassword: string(s.cfg.CHAPInitiatorSecret),
 			OutboundUser: s.cfg.CHAPTargetUsername, OutboundPassword: string(s.cfg.CHAPTargetInitiatorSecret),
 		}); err != nil {
@@ -64,7 +65,7 @@ func (s *sanDriver) Volume(ctx context.Context, id string) (*backends.Volume, er
 		return nil, err
 	}
 	lun, err := s.client.GetLUN(ctx, lunPath(v.Name))
-	if err != nil && !IsNotFound(err) {
+	if err != nil && !rest.IsNotFound(err) {
 		return nil, s.failure(err, "reading the LUN of volume %s", id)
 	}
 	var size int64
@@ -111,7 +112,7 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 	if err != nil {
 		return nil, err
 	}
-	var v *Volume
+	var v *rest.Volume
 	if req.Source != nil {
 		v, err = s.cloneFlexVol(ctx, req, st)
 		if err == nil {
@@ -121,7 +122,7 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 			return nil, err
 		}
 	} else {
-		v, err = s.createFlexVol(ctx, req, VolumeCreate{
+		v, err = s.createFlexVol(ctx, req, rest.VolumeCreate{
 			Name: s.volumeName(req.Name), Size: flexVolSize(req.SizeBytes, st.snapshotReserve, lunHeadroom),
 			SpaceReserve: st.SpaceReserve, SnapshotPolicy: st.SnapshotPolicy, SnapshotReservePercent: &st.snapshotReserve,
 			Comment: comment, Encryption: st.Encryption, TieringPolicy: st.TieringPolicy,
@@ -138,10 +139,10 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 
 func (s *sanDriver) createLUN(ctx context.Context, volume string, size int64, st *settings, fsType string) error {
 	path := lunPath(volume)
-	lun, err := s.client.CreateLUN(ctx, LUNCreate{
+	lun, err := s.client.CreateLUN(ctx, rest.LUNCreate{
 		Path: path, Size: size, OSType: "linux", SpaceAllocation: st.SpaceAllocation, QoSPolicy: st.QoSPolicy,
 	})
-	if IsAlreadyExists(err) { // an earlier attempt made it
+	if rest.IsAlreadyExists(err) { // an earlier attempt made it
 		lun, err = s.client.GetLUN(ctx, path)
 	}
 	if err != nil {
@@ -157,15 +158,15 @@ func (s *sanDriver) createLUN(ctx context.Context, volume string, size int64, st
 
 // finishClone gives a FlexClone its own record and grows it and its LUN
 // to the requested size. The LUN comes with the clone, unmapped.
-func (s *sanDriver) finishClone(ctx context.Context, v *Volume, req *backends.CreateRequest, comment string) error {
-	m := VolumeModify{}
+func (s *sanDriver) finishClone(ctx context.Context, v *rest.Volume, req *backends.CreateRequest, comment string) error {
+	m := rest.VolumeModify{}
 	if v.Comment != comment {
 		m.Comment = &comment
 	}
 	if size := flexVolSize(req.SizeBytes, v.SnapshotReservePercent, lunHeadroom); size > v.Size {
 		m.Size = &size
 	}
-	if m != (VolumeModify{}) {
+	if m != (rest.VolumeModify{}) {
 		if err := s.client.ModifyVolume(ctx, v.UUID, m); err != nil {
 			return s.failure(err, "setting up clone %s", v.Name)
 		}
@@ -193,7 +194,7 @@ func (s *sanDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 	if err != nil {
 		return nil, err
 	}
-	m := VolumeModify{Comment: &comment}
+	m := rest.VolumeModify{Comment: &comment}
 	if want := flexVolSize(size, h.vol.SnapshotReservePercent, lunHeadroom); want > h.vol.Size {
 		if err := s.checkGrowth(ctx, h.vol, want); err != nil {
 			return nil, err
@@ -226,7 +227,7 @@ func (s *sanDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) erro
 		for _, m := range maps {
 			if perNodeIgroupRE.MatchString(m.IgroupName) {
 				err = s.unmap(ctx, m)
-			} else if err = s.client.DeleteLUNMap(ctx, m.LUNUUID, m.IgroupUUID); IsNotFound(err) {
+			} else if err = s.client.DeleteLUNMap(ctx, m.LUNUUID, m.IgroupUUID); rest.IsNotFound(err) {
 				err = nil
 			}
 			if err != nil {
@@ -268,9 +269,9 @@ func (s *sanDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 		}
 	}
 	if m == nil {
-		m, err = s.client.CreateLUNMap(ctx, LUNMapCreate{LUNPath: h.lun.Path, IgroupName: igName})
-		if IsAlreadyExists(err) {
-			var maps []LUNMap
+		m, err = s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: h.lun.Path, IgroupName: igName})
+		if rest.IsAlreadyExists(err) {
+			var maps []rest.LUNMap
 			if maps, err = s.client.ListLUNMaps(ctx, h.lun.Path, igName); err == nil && len(maps) > 0 {
 				m = &maps[0]
 			}
@@ -318,7 +319,7 @@ func (s *sanDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 
 // existingMap returns the map through which the node already reaches the
 // LUN: to its own igroup, or to another igroup holding its IQN.
-func (s *sanDriver) existingMap(ctx context.Context, lun *LUN, igName, iqn string) (*LUNMap, error) {
+func (s *sanDriver) existingMap(ctx context.Context, lun *rest.LUN, igName, iqn string) (*rest.LUNMap, error) {
 	maps, err := s.client.ListLUNMaps(ctx, lun.Path, "")
 	if err != nil {
 		return nil, s.failure(err, "reading the maps of LUN %s", lun.Path)
@@ -346,9 +347,9 @@ func (s *sanDriver) existingMap(ctx context.Context, lun *LUN, igName, iqn strin
 // by another controller, or by Trident) gets it added.
 func (s *sanDriver) ensureIgroup(ctx context.Context, name, iqn string) error {
 	ig, err := s.client.GetIgroup(ctx, name)
-	if IsNotFound(err) {
+	if rest.IsNotFound(err) {
 		ig, err = s.client.CreateIgroup(ctx, name, iqn)
-		if IsAlreadyExists(err) {
+		if rest.IsAlreadyExists(err) {
 			ig, err = s.client.GetIgroup(ctx, name)
 		}
 	}
@@ -358,7 +359,7 @@ func (s *sanDriver) ensureIgroup(ctx context.Context, name, iqn string) error {
 	if slices.Contains(ig.Initiators, iqn) {
 		return nil
 	}
-	if err := s.client.AddInitiator(ctx, ig.UUID, iqn); err != nil && !IsAlreadyExists(err) {
+	if err := s.client.AddInitiator(ctx, ig.UUID, iqn); err != nil && !rest.IsAlreadyExists(err) {
 		return s.failure(err, "adding initiator %s to igroup %s", iqn, name)
 	}
 	return nil
@@ -367,7 +368,7 @@ func (s *sanDriver) ensureIgroup(ctx context.Context, name, iqn string) error {
 // portals are the up iSCSI LIFs on the nodes that report the LUN (SLM), as
 // Trident publishes them: addresses without port. The nodes are read only
 // if the map does not carry them (a map that existed before).
-func (s *sanDriver) portals(ctx context.Context, m *LUNMap) ([]string, error) {
+func (s *sanDriver) portals(ctx context.Context, m *rest.LUNMap) ([]string, error) {
 	nodes := m.ReportingNodes
 	if nodes == nil {
 		var err error
@@ -375,7 +376,7 @@ func (s *sanDriver) portals(ctx context.Context, m *LUNMap) ([]string, error) {
 			return nil, s.failure(err, "reading the reporting nodes of the LUN map")
 		}
 	}
-	lifs, err := s.client.DataLIFs(ctx, ServiceDataISCSI)
+	lifs, err := s.client.DataLIFs(ctx, rest.ServiceDataISCSI)
 	if err != nil {
 		return nil, s.failure(err, "listing iSCSI data LIFs")
 	}
@@ -455,13 +456,13 @@ func (s *sanDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 	return s.deleteIgroupIfUnmapped(ctx, own)
 }
 
-func (s *sanDriver) unmap(ctx context.Context, m LUNMap) error {
+func (s *sanDriver) unmap(ctx context.Context, m rest.LUNMap) error {
 	unlock, err := s.igroupLocks.lock(ctx, m.IgroupName)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if err := s.client.DeleteLUNMap(ctx, m.LUNUUID, m.IgroupUUID); err != nil && !IsNotFound(err) {
+	if err := s.client.DeleteLUNMap(ctx, m.LUNUUID, m.IgroupUUID); err != nil && !rest.IsNotFound(err) {
 		return s.failure(err, "unmapping LUN %s from igroup %s", m.LUNPath, m.IgroupName)
 	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"lun": m.LUNPath, "igroup": m.IgroupName}).Debug("LUN unmapped")
@@ -478,7 +479,7 @@ func (s *sanDriver) deleteIgroupIfUnmapped(ctx context.Context, name string) err
 		return nil
 	}
 	ig, err := s.client.GetIgroup(ctx, name)
-	if IsNotFound(err) {
+	if rest.IsNotFound(err) {
 		return nil
 	}
 	if err == nil {
@@ -487,7 +488,7 @@ func (s *sanDriver) deleteIgroupIfUnmapped(ctx context.Context, name string) err
 	// 1254213: another controller mapped a LUN to it meanwhile; it stays.
 	// Other "in use" answers (ONTAP's transient configuration lock) fail
 	// the call, so that its retry deletes the igroup.
-	if err != nil && !IsNotFound(err) && !hasCode(err, "1254213") {
+	if err != nil && !rest.IsNotFound(err) && !rest.HasCode(err, "1254213") {
 		return s.failure(err, "deleting igroup %s", name)
 	}
 	return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/server"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
@@ -105,7 +106,7 @@ func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 	}
 	opts := ontap.Options{}
 	if o.FastRetries {
-		opts.Client = func(c *ontap.ClientConfig) {
+		opts.Client = func(c *rest.ClientConfig) {
 			c.RetryBaseDelay, c.RetryMaxDelay, c.MaxRetryAfter = time.Millisecond, 20*time.Millisecond, 20*time.Millisecond
 			c.JobPollInitial, c.JobPollMax = time.Millisecond, 20*time.Millisecond
 		}

@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -141,7 +141,7 @@ func volumeCycle(ctx context.Context, c *Client, aggr string, i int, keep bool) 
 	if err != nil {
 		return err
 	}
-	if err := c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: Ptr("/" + name)}); err != nil {
+	if err := c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: new("/" + name)}); err != nil {
 		return err
 	}
 	if keep {
@@ -179,7 +179,7 @@ func sanCycle(ctx context.Context, c *Client, aggr string, i int, keep bool) err
 	if err := c.DeleteIgroup(ctx, ig.UUID); err != nil {
 		return err
 	}
-	if err := c.DeleteLUN(ctx, lun.UUID, false); err != nil {
+	if err := c.deleteLUN(ctx, lun.UUID, false); err != nil {
 		return err
 	}
 	v, err := c.GetVolume(ctx, vol)

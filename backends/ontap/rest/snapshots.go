@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"

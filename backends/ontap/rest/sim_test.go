@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -66,7 +66,7 @@ func TestSimClusterDiscovery(t *testing.T) {
 	ctx := context.Background()
 	info := s.Info()
 
-	cl := must(c.Cluster(ctx))(t)
+	cl := must(c.cluster(ctx))(t)
 	if cl.Version.String() != info.ONTAPVersion || cl.Name != info.Cluster {
 		t.Errorf("cluster %+v, sim %+v", cl, info)
 	}
@@ -81,7 +81,7 @@ func TestSimClusterDiscovery(t *testing.T) {
 	if _, err := c.Aggregate(ctx, "no_such_aggr"); !IsNotFound(err) {
 		t.Errorf("missing aggregate: %v", err)
 	}
-	nodes := must(c.Nodes(ctx))(t)
+	nodes := must(c.nodes(ctx))(t)
 	var names []string
 	for _, n := range nodes {
 		names = append(names, n.Name)
@@ -108,12 +108,12 @@ func TestSimClusterDiscovery(t *testing.T) {
 	if !iscsi.Enabled || iscsi.TargetName != info.TargetIQN {
 		t.Errorf("iscsi %+v, sim IQN %s", iscsi, info.TargetIQN)
 	}
-	chap := must(c.CHAP(ctx))(t)
+	chap := must(c.chap(ctx))(t)
 	if chap.AuthenticationType != "none" {
 		t.Errorf("chap %+v", chap)
 	}
 	check(t, c.SetCHAP(ctx, CHAPCredentials{InboundUser: "in", InboundPassword: "in-secret-1234", OutboundUser: "out", OutboundPassword: "out-secret-5678"}))
-	chap = must(c.CHAP(ctx))(t)
+	chap = must(c.chap(ctx))(t)
 	if chap.AuthenticationType != "chap" || chap.InboundUser != "in" || chap.OutboundUser != "out" {
 		t.Errorf("chap %+v", chap)
 	}
@@ -148,20 +148,20 @@ func TestSimAuthAndTLS(t *testing.T) {
 	}
 
 	// Verified against the simulator's CA.
-	if _, err := newClient(func(*ClientConfig) {}).Cluster(ctx); err != nil {
+	if _, err := newClient(func(*ClientConfig) {}).cluster(ctx); err != nil {
 		t.Fatalf("verified TLS: %v", err)
 	}
 	// Without the CA the self-signed certificate is refused, at once.
-	_, err = newClient(func(c *ClientConfig) { c.TrustedCACertificate = nil }).Cluster(ctx)
+	_, err = newClient(func(c *ClientConfig) { c.TrustedCACertificate = nil }).cluster(ctx)
 	if !IsAuth(err) || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("unverified TLS: %v", err)
 	}
 	// ... unless verification is explicitly skipped.
-	if _, err := newClient(func(c *ClientConfig) { c.TrustedCACertificate = nil; c.InsecureSkipTLSVerify = true }).Cluster(ctx); err != nil {
+	if _, err := newClient(func(c *ClientConfig) { c.TrustedCACertificate = nil; c.InsecureSkipTLSVerify = true }).cluster(ctx); err != nil {
 		t.Fatalf("insecure TLS: %v", err)
 	}
 	// Wrong password: 401, no retries, no password in the error.
-	_, err = newClient(func(c *ClientConfig) { c.Password = "wrong-password-x" }).Cluster(ctx)
+	_, err = newClient(func(c *ClientConfig) { c.Password = "wrong-password-x" }).cluster(ctx)
 	if !IsAuth(err) || strings.Contains(err.Error(), "wrong-password-x") {
 		t.Fatalf("bad password: %v", err)
 	}
@@ -184,7 +184,7 @@ func TestSimVolumeSnapshotCloneLifecycle(t *testing.T) {
 
 	check(t, c.CreateVolume(ctx, VolumeCreate{
 		Name: "trident_pvc_1", Aggregate: aggr, Size: 1 << 30, SpaceReserve: "none", SnapshotPolicy: "none",
-		SnapshotReservePercent: Ptr(0), SnapshotDirAccess: Ptr(false), UnixPermissions: "755", ExportPolicy: "default",
+		SnapshotReservePercent: new(0), SnapshotDirAccess: new(false), UnixPermissions: "755", ExportPolicy: "default",
 		SecurityStyle: "unix", JunctionPath: "/trident_pvc_1", Comment: `{"size":"1Gi"}`,
 	}))
 	v := must(c.GetVolume(ctx, "trident_pvc_1"))(t)
@@ -203,8 +203,8 @@ func TestSimVolumeSnapshotCloneLifecycle(t *testing.T) {
 		t.Errorf("missing volume: %v", err)
 	}
 
-	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{Size: Ptr(int64(2 << 30)), Comment: Ptr("c2"), SnapshotDirAccess: Ptr(true)}))
-	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: Ptr("")}))
+	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{Size: new(int64(2 << 30)), Comment: new("c2"), SnapshotDirAccess: new(true)}))
+	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: new("")}))
 	v = must(c.GetVolume(ctx, "trident_pvc_1"))(t)
 	if v.Size != 2<<30 || v.Comment != "c2" || !v.SnapshotDirAccess || v.JunctionPath != "" {
 		t.Errorf("after modify %+v", v)
@@ -212,7 +212,7 @@ func TestSimVolumeSnapshotCloneLifecycle(t *testing.T) {
 	if sv, ok := s.Volume("trident_pvc_1"); !ok || sv.Size != 2<<30 || sv.JunctionPath != "" {
 		t.Errorf("simulator sees %+v", sv)
 	}
-	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: Ptr("/trident_pvc_1")}))
+	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: new("/trident_pvc_1")}))
 
 	check(t, c.CreateSnapshot(ctx, v.UUID, "snapshot-a"))
 	snap := must(c.GetSnapshot(ctx, v.UUID, "snapshot-a"))(t)
@@ -290,7 +290,7 @@ func TestSimExportPolicies(t *testing.T) {
 	if v.ExportPolicy != "trident_pvc_1" {
 		t.Errorf("volume policy %q", v.ExportPolicy)
 	}
-	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{ExportPolicy: Ptr("default")}))
+	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{ExportPolicy: new("default")}))
 	check(t, c.DeleteExportRule(ctx, pol.ID, r1.Index))
 	if err := c.DeleteExportRule(ctx, pol.ID, r1.Index); !IsNotFound(err) {
 		t.Errorf("delete missing rule: %v", err)
@@ -373,7 +373,7 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	if lun2.SerialNumber == lun.SerialNumber {
 		t.Error("serials collide")
 	}
-	m2 := must(c.CreateLUNMap(ctx, LUNMapCreate{LUNPath: lun2.Path, IgroupName: ig.Name, LUNID: Ptr(7)}))(t)
+	m2 := must(c.CreateLUNMap(ctx, LUNMapCreate{LUNPath: lun2.Path, IgroupName: ig.Name, LUNID: new(7)}))(t)
 	if m2.LUNID != 7 {
 		t.Errorf("fixed LUN id: %+v", m2)
 	}
@@ -398,23 +398,23 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	if err := c.DeleteIgroup(ctx, ig.UUID); !IsInUse(err) {
 		t.Errorf("delete mapped igroup: %v", err)
 	}
-	if err := c.RemoveInitiator(ctx, ig.UUID, iqn); !IsInUse(err) {
+	if err := c.removeInitiator(ctx, ig.UUID, iqn); !IsInUse(err) {
 		t.Errorf("remove initiator of mapped igroup: %v", err)
 	}
-	if err := c.DeleteLUN(ctx, lun.UUID, false); !IsInUse(err) {
+	if err := c.deleteLUN(ctx, lun.UUID, false); !IsInUse(err) {
 		t.Errorf("delete mapped LUN: %v", err)
 	}
 	check(t, c.DeleteLUNMap(ctx, lun.UUID, ig.UUID))
 	if err := c.DeleteLUNMap(ctx, lun.UUID, ig.UUID); !IsNotFound(err) {
 		t.Errorf("delete missing map: %v", err)
 	}
-	check(t, c.DeleteLUN(ctx, lun2.UUID, true)) // takes its map along
-	check(t, c.RemoveInitiator(ctx, ig.UUID, iqn))
-	if err := c.RemoveInitiator(ctx, ig.UUID, iqn); !IsNotFound(err) {
+	check(t, c.deleteLUN(ctx, lun2.UUID, true)) // takes its map along
+	check(t, c.removeInitiator(ctx, ig.UUID, iqn))
+	if err := c.removeInitiator(ctx, ig.UUID, iqn); !IsNotFound(err) {
 		t.Errorf("remove non-member: %v", err)
 	}
 	check(t, c.DeleteIgroup(ctx, ig.UUID))
-	check(t, c.DeleteLUN(ctx, lun.UUID, false))
+	check(t, c.deleteLUN(ctx, lun.UUID, false))
 	if len(s.LUNs()) != 0 || len(s.IGroups()) != 0 || len(s.LUNMaps()) != 0 {
 		t.Errorf("left: %+v %+v %+v", s.LUNs(), s.IGroups(), s.LUNMaps())
 	}

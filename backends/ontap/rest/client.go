@@ -1,12 +1,11 @@
-// Package ontap is a small typed client for the ONTAP REST API (ONTAP 9.8+,
-// /api) covering exactly what the ontap-nas and ontap-san drivers need, plus
-// the parser for Trident's backend configuration.
+// Package rest is a small typed client for the ONTAP REST API (ONTAP 9.8+,
+// /api) covering exactly what the ontap-nas and ontap-san drivers need.
 //
 // Every call takes a context, which bounds it as a whole (retries and job
 // waits included); each HTTP request is also bounded by
 // ClientConfig.RequestTimeout. Failures are *Error values classified once
 // (see Class); test them with errors.Is(err, ErrNotFound) or IsNotFound(err).
-package ontap
+package rest
 
 import (
 	"bytes"
@@ -37,15 +36,14 @@ import (
 
 // Defaults of ClientConfig.
 const (
-	DefaultMaxConcurrentRequests = 20 // Trident's ONTAPRequestLimit
-	DefaultReturnTimeout         = 30 * time.Second
-	DefaultRequestTimeout        = DefaultReturnTimeout + 30*time.Second
-	DefaultMaxAttempts           = 8
-	DefaultRetryBaseDelay        = 100 * time.Millisecond
-	DefaultRetryMaxDelay         = 5 * time.Second
-	DefaultMaxRetryAfter         = 30 * time.Second
-	DefaultJobPollInitial        = 50 * time.Millisecond
-	DefaultJobPollMax            = time.Second
+	defaultMaxConcurrentRequests = 20 // Trident's ONTAPRequestLimit
+	defaultReturnTimeout         = 30 * time.Second
+	defaultMaxAttempts           = 8
+	defaultRetryBaseDelay        = 100 * time.Millisecond
+	defaultRetryMaxDelay         = 5 * time.Second
+	defaultMaxRetryAfter         = 30 * time.Second
+	defaultJobPollInitial        = 50 * time.Millisecond
+	defaultJobPollMax            = time.Second
 
 	maxReturnTimeout = 120 * time.Second // ONTAP accepts 0..120 s
 	maxResponseBytes = 64 << 20
@@ -81,7 +79,8 @@ type ClientConfig struct {
 	// cap is shared by every Client of the process that talks to the same
 	// LIF; the first Client created for a LIF sets its size.
 	MaxConcurrentRequests int
-	// RequestTimeout bounds one HTTP request; it must exceed ReturnTimeout.
+	// RequestTimeout bounds one HTTP request; it must exceed ReturnTimeout
+	// (default: ReturnTimeout + 30 s).
 	RequestTimeout time.Duration
 	// ReturnTimeout is sent as return_timeout on every mutating call, so a
 	// job that finishes within it costs a single round trip (max 120 s).
@@ -100,7 +99,7 @@ type ClientConfig struct {
 }
 
 func (c ClientConfig) String() string {
-	return fmt.Sprintf("ontap.ClientConfig{ManagementLIF:%q SVM:%q Username:%q Password:%s ClientCertificate:%s "+
+	return fmt.Sprintf("rest.ClientConfig{ManagementLIF:%q SVM:%q Username:%q Password:%s ClientCertificate:%s "+
 		"ClientPrivateKey:%s TrustedCACertificate:%s InsecureSkipTLSVerify:%t Scheme:%q}",
 		c.ManagementLIF, c.SVM, c.Username, redacted(c.Password != ""), present(len(c.ClientCertificate) > 0),
 		redacted(len(c.ClientPrivateKey) > 0), present(len(c.TrustedCACertificate) > 0),
@@ -129,31 +128,31 @@ func (c *ClientConfig) setDefaults() {
 		c.Scheme = "https"
 	}
 	if c.MaxConcurrentRequests <= 0 {
-		c.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+		c.MaxConcurrentRequests = defaultMaxConcurrentRequests
 	}
 	if c.ReturnTimeout <= 0 {
-		c.ReturnTimeout = DefaultReturnTimeout
+		c.ReturnTimeout = defaultReturnTimeout
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = c.ReturnTimeout + 30*time.Second
 	}
 	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = DefaultMaxAttempts
+		c.MaxAttempts = defaultMaxAttempts
 	}
 	if c.RetryBaseDelay <= 0 {
-		c.RetryBaseDelay = DefaultRetryBaseDelay
+		c.RetryBaseDelay = defaultRetryBaseDelay
 	}
 	if c.RetryMaxDelay <= 0 {
-		c.RetryMaxDelay = DefaultRetryMaxDelay
+		c.RetryMaxDelay = defaultRetryMaxDelay
 	}
 	if c.MaxRetryAfter <= 0 {
-		c.MaxRetryAfter = DefaultMaxRetryAfter
+		c.MaxRetryAfter = defaultMaxRetryAfter
 	}
 	if c.JobPollInitial <= 0 {
-		c.JobPollInitial = DefaultJobPollInitial
+		c.JobPollInitial = defaultJobPollInitial
 	}
 	if c.JobPollMax <= 0 {
-		c.JobPollMax = DefaultJobPollMax
+		c.JobPollMax = defaultJobPollMax
 	}
 }
 
@@ -240,9 +239,6 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 
 // Close releases idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
-
-// SVMName returns the configured SVM name.
-func (c *Client) SVMName() string { return c.cfg.SVM }
 
 var lifSemaphores sync.Map // "scheme://host:port" -> chan struct{}
 

@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

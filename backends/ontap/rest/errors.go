@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"encoding/json"
@@ -128,10 +128,10 @@ func IsInvalid(err error) bool       { return errors.Is(err, ErrInvalid) }
 func IsThrottled(err error) bool     { return errors.Is(err, ErrThrottled) }
 func IsAuth(err error) bool          { return errors.Is(err, ErrAuth) }
 
-// hasCode reports whether err is an ONTAP error with one of the given codes.
+// HasCode reports whether err is an ONTAP error with one of the given codes.
 // The client uses it for the few codes whose meaning is narrower than their
 // class (e.g. "LUN already has this size").
-func hasCode(err error, codes ...string) bool {
+func HasCode(err error, codes ...string) bool {
 	var e *Error
 	if !errors.As(err, &e) {
 		return false

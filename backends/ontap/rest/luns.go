@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -152,15 +152,15 @@ func (c *Client) ResizeLUN(ctx context.Context, uuid string, size int64) error {
 	}
 	_, err = wasAmbiguous(c.mutate(ctx, http.MethodPatch, endpoint, path, nil,
 		map[string]any{"space": map[string]int64{"size": size}}, nil))
-	if hasCode(err, "1254226") {
+	if HasCode(err, "1254226") {
 		return nil
 	}
 	return err
 }
 
-// DeleteLUN deletes a LUN. A mapped LUN fails with ErrInUse unless
+// deleteLUN deletes a LUN. A mapped LUN fails with ErrInUse unless
 // allowMapped, which deletes its maps too.
-func (c *Client) DeleteLUN(ctx context.Context, uuid string, allowMapped bool) error {
+func (c *Client) deleteLUN(ctx context.Context, uuid string, allowMapped bool) error {
 	const endpoint = lunsEndpoint + "/{uuid}"
 	path, err := instancePath(lunsEndpoint+"/", uuid, "DELETE "+endpoint)
 	if err != nil {

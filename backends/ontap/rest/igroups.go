@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -109,9 +109,9 @@ func (c *Client) AddInitiator(ctx context.Context, igroupUUID, iqn string) error
 	return err
 }
 
-// RemoveInitiator removes an IQN from an igroup. ErrNotFound if it is not a
+// removeInitiator removes an IQN from an igroup. ErrNotFound if it is not a
 // member; ErrInUse while the igroup is mapped.
-func (c *Client) RemoveInitiator(ctx context.Context, igroupUUID, iqn string) error {
+func (c *Client) removeInitiator(ctx context.Context, igroupUUID, iqn string) error {
 	const endpoint = igroupsEndpoint + "/{uuid}/initiators/{name}"
 	base, err := instancePath(igroupsEndpoint+"/", igroupUUID, "DELETE "+endpoint)
 	if err != nil {
