@@ -2,10 +2,8 @@ package ontap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -287,6 +285,23 @@ func (d *driver) checkAggregateLimit(ctx context.Context, aggr, spaceReserve str
 	return nil
 }
 
+// lacksSpace reports whether a failed create or growth of a thick volume
+// failed for want of need bytes in aggregate aggr. ONTAP gives that
+// failure no error code of its own (ontap-rest.md §3.5: the job fails with
+// a generic code and a text), so after a failure ONTAP did not classify,
+// the driver asks the aggregate instead of reading the text.
+func (d *driver) lacksSpace(ctx context.Context, err error, aggr, spaceReserve string, need int64) bool {
+	if spaceReserve != "volume" || need <= 0 || rest.ClassOf(err) != rest.ClassUnknown {
+		return false
+	}
+	svm, serr := d.client.SVM(ctx)
+	if serr != nil {
+		return false
+	}
+	i := slices.IndexFunc(svm.Aggregates, func(a rest.SVMAggregate) bool { return a.Name == aggr })
+	return i >= 0 && svm.Aggregates[i].AvailableSize < need
+}
+
 // Capacity is the free space of the pool's aggregate (for a virtual pool
 // without a configured aggregate, the SVM's largest), capped by
 // limitAggregateUsage when it is set.
@@ -324,33 +339,35 @@ func (d *driver) Capacity(ctx context.Context, pool string) (*backends.Capacity,
 // failure turns a client error into a backend error of the right kind,
 // saying what was being done.
 func (d *driver) failure(err error, format string, args ...any) error {
+	return wrapFailure(kindOf(err, false), err, format, args...)
+}
+
+// createFailure is failure for a create, where ONTAP's "not found" names
+// something the request refers to (see kindOf).
+func (d *driver) createFailure(err error, format string, args ...any) error {
+	return wrapFailure(kindOf(err, true), err, format, args...)
+}
+
+func wrapFailure(kind, err error, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
-	if kind := kindOf(err); kind != nil {
+	if kind != nil {
 		return backends.Errorf(kind, "%s: %w", msg, err)
 	}
 	return fmt.Errorf("%s: %w", msg, err)
 }
 
-// createFailure is failure for a create: ONTAP's "not found" there means
-// the request named something that does not exist (an export or snapshot
-// policy, an aggregate), which CSI calls an invalid argument.
-func (d *driver) createFailure(err error, format string, args ...any) error {
-	if rest.ClassOf(err) == rest.ClassNotFound {
-		return backends.Errorf(backends.ErrInvalid, "%s: %w", fmt.Sprintf(format, args...), err)
-	}
-	return d.failure(err, format, args...)
-}
-
-func kindOf(err error) error {
-	var e *rest.Error
-	if errors.As(err, &e) {
-		msg := strings.ToLower(e.Message)
-		if strings.Contains(msg, "not enough space") || strings.Contains(msg, "insufficient space") {
-			return backends.ErrExhausted
-		}
-	}
+// kindOf maps the class of a client error to a backend error kind, nil
+// when none fits: the one place where ONTAP's classes meet the kinds the
+// controller maps to gRPC codes. In a create, ONTAP's "not found" means the
+// request named something that does not exist (an export or snapshot
+// policy, an aggregate, a clone's source), which CSI calls an invalid
+// argument.
+func kindOf(err error, inCreate bool) error {
 	switch rest.ClassOf(err) {
 	case rest.ClassNotFound:
+		if inCreate {
+			return backends.ErrInvalid
+		}
 		return backends.ErrNotFound
 	case rest.ClassAlreadyExists:
 		return backends.ErrAlreadyExists

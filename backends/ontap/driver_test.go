@@ -757,9 +757,7 @@ func TestLimitAggregateUsage(t *testing.T) {
 				t.Fatal(err)
 			}
 			mk := func(name string, size int64, reserve string) error {
-				_, err := b.CreateVolume(ctx, &backends.CreateRequest{Name: name, Pool: pools[0].Name, SizeBytes: size,
-					AccessType: backends.AccessMount, Options: backends.VolumeOptions{SpaceReserve: reserve}})
-				return err
+				return createIn(ctx, b, pools[0].Name, name, size, reserve)
 			}
 			if err := mk("pvc-thick-1", 30*gib, "volume"); err != nil {
 				t.Fatalf("thick volume within the limit: %v", err)
@@ -788,6 +786,53 @@ func TestLimitAggregateUsage(t *testing.T) {
 			}
 			if _, err := b.ExpandVolume(ctx, lookup(t, b, "pvc-thin"), 90*gib); err != nil {
 				t.Errorf("thin expansion: %v", err)
+			}
+		})
+	}
+}
+
+// createIn creates a filesystem volume in pool with the given spaceReserve.
+func createIn(ctx context.Context, b backends.Backend, pool, name string, size int64, reserve string) error {
+	_, err := b.CreateVolume(ctx, &backends.CreateRequest{Name: name, Pool: pool, SizeBytes: size,
+		AccessType: backends.AccessMount, Options: backends.VolumeOptions{SpaceReserve: reserve}})
+	return err
+}
+
+// A thick volume, or a growth, that its aggregate cannot hold is
+// ErrExhausted, which the controller reads as "try the next pool". ONTAP
+// fails it with no code of its own (its job fails with a generic code and
+// a text), so the driver asks the aggregate; a thin volume of the same
+// size is no such failure.
+func TestFullAggregateIsExhausted(t *testing.T) {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
+		t.Run(driver, func(t *testing.T) {
+			b, s := simBackend(t, driver, ontapsim.Config{AggregateSize: 20 * gib}, map[string]any{
+				"defaults": map[string]any{"snapshotReserve": "0"},
+			})
+			ctx := ctxT(t)
+			pools, err := b.Pools(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := pools[0].Name
+			if err := createIn(ctx, b, pool, "pvc-big", 30*gib, "volume"); !errors.Is(err, backends.ErrExhausted) {
+				t.Fatalf("thick volume larger than the aggregate: %v, want ErrExhausted", err)
+			}
+			if _, ok := s.Volume("trident_pvc_big"); ok {
+				t.Fatal("the failed create left an ONTAP volume")
+			}
+			if err := createIn(ctx, b, pool, "pvc-thick", 5*gib, "volume"); err != nil {
+				t.Fatalf("thick volume that fits: %v", err)
+			}
+			before := simVolume(t, s, "trident_pvc_thick")
+			if _, err := b.ExpandVolume(ctx, lookup(t, b, "pvc-thick"), 40*gib); !errors.Is(err, backends.ErrExhausted) {
+				t.Errorf("thick expansion beyond the aggregate: %v, want ErrExhausted", err)
+			}
+			if after := simVolume(t, s, "trident_pvc_thick"); after.Size != before.Size {
+				t.Errorf("the failed expansion changed the size: %d → %d", before.Size, after.Size)
+			}
+			if err := createIn(ctx, b, pool, "pvc-thin", 30*gib, "none"); err != nil {
+				t.Fatalf("thin volume larger than the aggregate: %v", err)
 			}
 		})
 	}

@@ -237,10 +237,12 @@ func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest) (*rest.
 	v, meta, partialClone, err := d.lookup(ctx, req.Name)
 	switch {
 	case rest.IsNotFound(err):
-		// ONTAP knows the name but has no volume yet: the create job of
-		// an earlier attempt, whose caller gave up, still runs.
+		// ONTAP has no volume of that name, yet refused the create as a
+		// duplicate: the create job of an earlier attempt, whose caller
+		// gave up, still runs.
 		return nil, backends.Errorf(backends.ErrPending, "volume %s is still being created by an earlier request", req.Name)
 	case errors.Is(err, backends.ErrNotFound):
+		// The volume exists on ONTAP but records another CSI volume.
 		return nil, backends.Errorf(backends.ErrAlreadyExists, "ONTAP volume %s exists and belongs to another volume: %w", d.volumeName(req.Name), err)
 	case err != nil:
 		return nil, err
@@ -272,6 +274,8 @@ func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest,
 		return &rest.Volume{Name: c.Name, Size: c.Size, Comment: c.Comment, JunctionPath: c.JunctionPath, ExportPolicy: c.ExportPolicy}, nil
 	case rest.IsAlreadyExists(err):
 		return d.adopt(ctx, req)
+	case d.lacksSpace(ctx, err, aggr, c.SpaceReserve, c.Size):
+		return nil, backends.Errorf(backends.ErrExhausted, "creating volume %s: aggregate %s cannot hold it: %w", c.Name, aggr, err)
 	}
 	return nil, d.createFailure(err, "creating volume %s", c.Name)
 }
@@ -368,9 +372,10 @@ func (d *driver) deleteFlexVol(ctx context.Context, vol *backends.Volume) error 
 	err := d.client.DeleteVolume(ctx, h.vol.UUID, d.poolDefaults(vol.Pool).SkipRecoveryQueue)
 	switch {
 	case err == nil || rest.IsNotFound(err):
-	case rest.HasCode(err, "524615"):
+	case rest.IsInUse(err):
+		// Clones, or busy: name the clones if that is why.
 		clones, lerr := d.clonesOf(ctx, h.vol.Name, "")
-		if lerr != nil {
+		if lerr != nil || len(clones) == 0 {
 			return d.failure(err, "deleting volume %s", vol.ID)
 		}
 		return backends.Errorf(backends.ErrInUse, "volume %s has clones %v; delete them first", vol.ID, names(clones))
@@ -461,10 +466,32 @@ func sameTopologies(a, b []map[string]string) bool {
 	return slices.EqualFunc(a, b, maps.Equal)
 }
 
-// checkGrowth applies limitAggregateUsage to growing v to size bytes.
-func (d *driver) checkGrowth(ctx context.Context, v *rest.Volume, size int64) error {
-	if len(v.Aggregates) == 0 {
-		return nil
+// resizeFlexVol grows the FlexVol of vol so that size bytes stay usable
+// beside the snapshot reserve, times factor (the LUN headroom of
+// ontap-san), and records the new size, in one PATCH.
+func (d *driver) resizeFlexVol(ctx context.Context, vol *backends.Volume, size int64, factor float64) error {
+	h := handleOf(vol)
+	comment, err := d.recordSize(vol.ID, h, size)
+	if err != nil {
+		return err
 	}
-	return d.checkAggregateLimit(ctx, v.Aggregates[0], v.SpaceReserve, size-v.Size)
+	m := rest.VolumeModify{Comment: &comment}
+	want := flexVolSize(size, h.vol.SnapshotReservePercent, factor)
+	if want > h.vol.Size {
+		if len(h.vol.Aggregates) > 0 {
+			if err := d.checkAggregateLimit(ctx, h.vol.Aggregates[0], h.vol.SpaceReserve, want-h.vol.Size); err != nil {
+				return err
+			}
+		}
+		m.Size = &want
+	}
+	err = d.client.ModifyVolume(ctx, h.vol.UUID, m)
+	if err != nil && m.Size != nil && len(h.vol.Aggregates) > 0 &&
+		d.lacksSpace(ctx, err, h.vol.Aggregates[0], h.vol.SpaceReserve, want-h.vol.Size) {
+		return backends.Errorf(backends.ErrExhausted, "resizing volume %s: aggregate %s cannot hold the growth: %w", vol.ID, h.vol.Aggregates[0], err)
+	}
+	if err != nil {
+		return d.failure(err, "resizing volume %s", vol.ID)
+	}
+	return nil
 }

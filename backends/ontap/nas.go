@@ -185,20 +185,8 @@ func (n *nasDriver) ensurePolicy(ctx context.Context, name string) (*rest.Export
 // ExpandVolume grows the FlexVol so that size bytes stay usable beside the
 // snapshot reserve, and records the new size, in one PATCH.
 func (n *nasDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size int64) (*backends.Volume, error) {
-	h := handleOf(vol)
-	comment, err := n.recordSize(vol.ID, h, size)
-	if err != nil {
+	if err := n.resizeFlexVol(ctx, vol, size, 1); err != nil {
 		return nil, err
-	}
-	m := rest.VolumeModify{Comment: &comment}
-	if want := flexVolSize(size, h.vol.SnapshotReservePercent, 1); want > h.vol.Size {
-		if err := n.checkGrowth(ctx, h.vol, want); err != nil {
-			return nil, err
-		}
-		m.Size = &want
-	}
-	if err := n.client.ModifyVolume(ctx, h.vol.UUID, m); err != nil {
-		return nil, n.failure(err, "resizing volume %s", vol.ID)
 	}
 	out := *vol
 	out.SizeBytes = size
@@ -461,9 +449,9 @@ func (n *nasDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 	if err := n.client.ModifyVolume(ctx, v.UUID, rest.VolumeModify{ExportPolicy: &empty}); err != nil {
 		return n.failure(err, "applying export policy %s to volume %s", empty, vol.ID)
 	}
-	// 1703945: another volume uses the policy (someone applied it by
-	// hand); it stays until this volume is deleted.
-	if err := n.client.DeleteExportPolicy(ctx, policy.ID); err != nil && !rest.IsNotFound(err) && !rest.HasCode(err, "1703945") {
+	// In use: another volume (or qtree) uses the policy, someone applied
+	// it by hand; it stays until this volume is deleted.
+	if err := n.client.DeleteExportPolicy(ctx, policy.ID); err != nil && !rest.IsNotFound(err) && !rest.IsInUse(err) {
 		return n.failure(err, "deleting export policy %s", policy.Name)
 	}
 	return nil

@@ -190,19 +190,8 @@ func (s *sanDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 	if h.lun == nil {
 		return nil, backends.Errorf(backends.ErrNotFound, "volume %s has no LUN", vol.ID)
 	}
-	comment, err := s.recordSize(vol.ID, h, size)
-	if err != nil {
+	if err := s.resizeFlexVol(ctx, vol, size, lunHeadroom); err != nil {
 		return nil, err
-	}
-	m := rest.VolumeModify{Comment: &comment}
-	if want := flexVolSize(size, h.vol.SnapshotReservePercent, lunHeadroom); want > h.vol.Size {
-		if err := s.checkGrowth(ctx, h.vol, want); err != nil {
-			return nil, err
-		}
-		m.Size = &want
-	}
-	if err := s.client.ModifyVolume(ctx, h.vol.UUID, m); err != nil {
-		return nil, s.failure(err, "resizing volume %s", vol.ID)
 	}
 	if size > h.lun.Size {
 		if err := s.client.ResizeLUN(ctx, h.lun.UUID, size); err != nil {
@@ -485,10 +474,10 @@ func (s *sanDriver) deleteIgroupIfUnmapped(ctx context.Context, name string) err
 	if err == nil {
 		err = s.client.DeleteIgroup(ctx, ig.UUID)
 	}
-	// 1254213: another controller mapped a LUN to it meanwhile; it stays.
-	// Other "in use" answers (ONTAP's transient configuration lock) fail
-	// the call, so that its retry deletes the igroup.
-	if err != nil && !rest.IsNotFound(err) && !rest.HasCode(err, "1254213") {
+	// In use: another controller mapped a LUN to it meanwhile; it stays.
+	// A transient refusal (a configuration lock) is throttled, not in use:
+	// it fails the call, so that its retry deletes the igroup.
+	if err != nil && !rest.IsNotFound(err) && !rest.IsInUse(err) {
 		return s.failure(err, "deleting igroup %s", name)
 	}
 	return nil

@@ -256,7 +256,10 @@ func answerFault(w http.ResponseWriter, hal bool, fault *FaultRule, rt *route) b
 	case FaultUnavailable:
 		writeError(w, hal, newError(http.StatusServiceUnavailable, codeResourceLimit, "", "Resource limit exceeded: the service is temporarily unavailable."))
 	case FaultLocked:
-		writeError(w, hal, errConflict(codeInUse, "", "Unable to perform the operation: the system is temporarily locked. Retry the operation later."))
+		// ONTAP's "in use" (code 8) comes as 409 or 503 (ontap-rest.md
+		// §2.4); a transient refusal is a 503 (§2.6), which is what tells a
+		// client to retry: the message is for people.
+		writeError(w, hal, newError(http.StatusServiceUnavailable, codeInUse, "", "Unable to perform the operation: the system is temporarily locked. Retry the operation later."))
 	case FaultDrop:
 		dropConnection(w)
 	case FaultJob:

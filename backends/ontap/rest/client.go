@@ -3,8 +3,8 @@
 //
 // Every call takes a context, which bounds it as a whole (retries and job
 // waits included); each HTTP request is also bounded by
-// ClientConfig.RequestTimeout. Failures are *Error values classified once
-// (see Class); test them with errors.Is(err, ErrNotFound) or IsNotFound(err).
+// ClientConfig.RequestTimeout. Failures are *Error values classified once,
+// by ONTAP's code (see Class); test them with ClassOf or IsNotFound.
 package rest
 
 import (

@@ -10,8 +10,8 @@ import (
 )
 
 // Class is the coarse kind of an ONTAP failure. It is decided once, here, from
-// the HTTP status and ONTAP's error code (ontap-rest.md §6), so that callers
-// branch on a class and never on codes or message text.
+// the HTTP status and ONTAP's error code (ontap-rest.md §6; codes.go), so that
+// callers branch on a class and never on codes or message text.
 type Class int
 
 const (
@@ -32,26 +32,6 @@ func (c Class) String() string {
 		return "unknown"
 	}
 	return classNames[c]
-}
-
-// Sentinels for errors.Is. Every error the client returns for a failed ONTAP
-// call is an *Error, which matches the sentinel of its class.
-var (
-	ErrNotFound      = errors.New("ontap: not found")
-	ErrAlreadyExists = errors.New("ontap: already exists")
-	ErrInUse         = errors.New("ontap: in use")
-	ErrInvalid       = errors.New("ontap: invalid request")
-	ErrThrottled     = errors.New("ontap: throttled or unavailable")
-	ErrAuth          = errors.New("ontap: authentication or authorization failed")
-)
-
-var classSentinels = map[Class]error{
-	ClassNotFound:      ErrNotFound,
-	ClassAlreadyExists: ErrAlreadyExists,
-	ClassInUse:         ErrInUse,
-	ClassInvalid:       ErrInvalid,
-	ClassThrottled:     ErrThrottled,
-	ClassAuth:          ErrAuth,
 }
 
 // Error is a failed ONTAP call. Message and Code are ONTAP's own, kept so that
@@ -104,12 +84,6 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is makes errors.Is(err, ErrNotFound) (etc.) work.
-func (e *Error) Is(target error) bool {
-	s, ok := classSentinels[e.Class]
-	return ok && s == target
-}
-
 func (e *Error) Unwrap() error { return e.Err }
 
 // ClassOf returns the class of err, or ClassUnknown if err is not from ONTAP.
@@ -121,17 +95,22 @@ func ClassOf(err error) Class {
 	return ClassUnknown
 }
 
-func IsNotFound(err error) bool      { return errors.Is(err, ErrNotFound) }
-func IsAlreadyExists(err error) bool { return errors.Is(err, ErrAlreadyExists) }
-func IsInUse(err error) bool         { return errors.Is(err, ErrInUse) }
-func IsInvalid(err error) bool       { return errors.Is(err, ErrInvalid) }
-func IsThrottled(err error) bool     { return errors.Is(err, ErrThrottled) }
-func IsAuth(err error) bool          { return errors.Is(err, ErrAuth) }
+// IsNotFound reports an ONTAP "no such object" (a collection GET that
+// matched nothing counts too).
+func IsNotFound(err error) bool { return ClassOf(err) == ClassNotFound }
 
-// HasCode reports whether err is an ONTAP error with one of the given codes.
+// IsAlreadyExists reports that ONTAP refused a create because the name or
+// key is taken.
+func IsAlreadyExists(err error) bool { return ClassOf(err) == ClassAlreadyExists }
+
+// IsInUse reports that ONTAP refused because another object depends on the
+// object (clones, maps, a volume using a policy) or it is busy.
+func IsInUse(err error) bool { return ClassOf(err) == ClassInUse }
+
+// hasCode reports whether err is an ONTAP error with one of the given codes.
 // The client uses it for the few codes whose meaning is narrower than their
 // class (e.g. "LUN already has this size").
-func HasCode(err error, codes ...string) bool {
+func hasCode(err error, codes ...string) bool {
 	var e *Error
 	if !errors.As(err, &e) {
 		return false
@@ -144,62 +123,19 @@ func HasCode(err error, codes ...string) bool {
 	return false
 }
 
-// codeClasses lists the specific ONTAP codes of ontap-rest.md §6 (plus 5374034,
-// "initiator is not a member", which is a not-found). Specific codes win over
-// the ranges below and over the HTTP status.
-var codeClasses = map[string]Class{
-	// Not found.
-	"4": ClassNotFound, "917927": ClassNotFound, "918235": ClassNotFound, "524601": ClassNotFound,
-	"5374875": ClassNotFound, "5374876": ClassNotFound, "5374852": ClassNotFound, "5374878": ClassNotFound,
-	"5374922": ClassNotFound, "1254201": ClassNotFound, "1638600": ClassNotFound, "1703954": ClassNotFound,
-	"2621462": ClassNotFound, "5374895": ClassNotFound, "8586226": ClassNotFound, "5374034": ClassNotFound,
-	// Already exists.
-	"1": ClassAlreadyExists, "917526": ClassAlreadyExists, "13107405": ClassAlreadyExists,
-	"5374023": ClassAlreadyExists, "5374242": ClassAlreadyExists, "5440688": ClassAlreadyExists,
-	"5702832": ClassAlreadyExists, "525059": ClassAlreadyExists, "1704070": ClassAlreadyExists,
-	"1254207": ClassAlreadyExists, "5374035": ClassAlreadyExists, "5374930": ClassAlreadyExists,
-	"5374142": ClassAlreadyExists, "1254196": ClassAlreadyExists,
-	// In use / busy.
-	"8": ClassInUse, "1254197": ClassInUse, "1254213": ClassInUse, "1703945": ClassInUse, "1703947": ClassInUse,
-	"1703953": ClassInUse, "524615": ClassInUse, "1638555": ClassInUse, "1638543": ClassInUse,
-	"524486": ClassInUse, "7018877": ClassInUse,
-	// Invalid.
-	"2": ClassInvalid, "917534": ClassInvalid, "918252": ClassInvalid, "5374892": ClassInvalid,
-	"1254226": ClassInvalid, "1703952": ClassInvalid, "5373958": ClassInvalid, "5374038": ClassInvalid,
-	"5374039": ClassInvalid,
-	// Throttled.
-	"7": ClassThrottled, "262160": ClassThrottled,
-	// Auth.
-	"6": ClassAuth, "6691623": ClassAuth,
-}
-
-var codeRanges = []struct {
-	lo, hi int64
-	class  Class
-}{
-	{262177, 262286, ClassInvalid},   // common argument/field errors
-	{917886, 917888, ClassInvalid},   // volume name rules
-	{1704036, 1704065, ClassInvalid}, // export rule clientmatch format
-	{5373969, 5373993, ClassInvalid}, // initiator name format
-	{5374121, 5374130, ClassInvalid}, // LUN name and size
-	{5374145, 5374150, ClassInvalid}, // CHAP settings
-}
-
-// classify decides the class of a failure. method is the HTTP method of the
-// call (a 409 without a known code means "exists" for a POST and "in use"
+// classify decides the class of a failure from the HTTP status and ONTAP's
+// code, never from the message text. method is the HTTP method of the call
+// (a 409 without a known code means "exists" for a POST and "in use"
 // otherwise); status is 0 for a failure reported by a job.
-func classify(method string, status int, code, message string) Class {
+func classify(method string, status int, code string) Class {
 	// The status is authoritative where it says how to react: the bodies of
-	// 401s are unreliable, and 429/503 mean "try again" whatever the code.
+	// 401s are unreliable, and 429/503 mean "try again" whatever the code
+	// (ONTAP's code 8, "in use", comes as a 503 while the condition is
+	// transient, e.g. a configuration lock: ontap-rest.md §2.4, §2.6).
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return ClassAuth
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		return ClassThrottled
-	}
-	// ONTAP reports a transient lock with the generic code 8 ("in use"), so
-	// the message must win over the code: it means "retry", not "in use".
-	if strings.Contains(strings.ToLower(message), "temporarily locked") {
 		return ClassThrottled
 	}
 	if c, ok := codeClasses[code]; ok {
@@ -293,6 +229,6 @@ func decodeError(method, endpoint string, status int, body []byte) *Error {
 			e.Message = "HTTP status " + strconv.Itoa(status)
 		}
 	}
-	e.Class = classify(method, status, e.Code, e.Message)
+	e.Class = classify(method, status, e.Code)
 	return e
 }

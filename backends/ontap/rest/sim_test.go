@@ -118,7 +118,7 @@ func TestSimClusterDiscovery(t *testing.T) {
 		t.Errorf("chap %+v", chap)
 	}
 	err := c.SetCHAP(ctx, CHAPCredentials{InboundUser: "in", InboundPassword: "same-secret", OutboundUser: "out", OutboundPassword: "same-secret"})
-	if !IsInvalid(err) || strings.Contains(err.Error(), "same-secret") {
+	if ClassOf(err) != ClassInvalid || strings.Contains(err.Error(), "same-secret") {
 		t.Errorf("equal CHAP secrets: %v", err)
 	}
 }
@@ -153,7 +153,7 @@ func TestSimAuthAndTLS(t *testing.T) {
 	}
 	// Without the CA the self-signed certificate is refused, at once.
 	_, err = newClient(func(c *ClientConfig) { c.TrustedCACertificate = nil }).cluster(ctx)
-	if !IsAuth(err) || !strings.Contains(err.Error(), "certificate") {
+	if ClassOf(err) != ClassAuth || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("unverified TLS: %v", err)
 	}
 	// ... unless verification is explicitly skipped.
@@ -162,7 +162,7 @@ func TestSimAuthAndTLS(t *testing.T) {
 	}
 	// Wrong password: 401, no retries, no password in the error.
 	_, err = newClient(func(c *ClientConfig) { c.Password = "wrong-password-x" }).cluster(ctx)
-	if !IsAuth(err) || strings.Contains(err.Error(), "wrong-password-x") {
+	if ClassOf(err) != ClassAuth || strings.Contains(err.Error(), "wrong-password-x") {
 		t.Fatalf("bad password: %v", err)
 	}
 	// Client certificate authentication: no password at all.
@@ -196,7 +196,7 @@ func TestSimVolumeSnapshotCloneLifecycle(t *testing.T) {
 	if err := c.CreateVolume(ctx, VolumeCreate{Name: "trident_pvc_1", Aggregate: aggr, Size: 1 << 30}); !IsAlreadyExists(err) {
 		t.Errorf("duplicate create: %v", err)
 	}
-	if err := c.CreateVolume(ctx, VolumeCreate{Name: "trident_pvc_small", Aggregate: aggr, Size: 1 << 20}); !IsInvalid(err) {
+	if err := c.CreateVolume(ctx, VolumeCreate{Name: "trident_pvc_small", Aggregate: aggr, Size: 1 << 20}); ClassOf(err) != ClassInvalid {
 		t.Errorf("too small: %v", err)
 	}
 	if _, err := c.GetVolume(ctx, "trident_pvc_none"); !IsNotFound(err) {
@@ -325,7 +325,7 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	check(t, c.ResizeLUN(ctx, lun.UUID, 3<<29))
 	cur := must(c.GetLUN(ctx, lun.Path))(t)
 	check(t, c.ResizeLUN(ctx, lun.UUID, cur.Size)) // same size: fine
-	if err := c.ResizeLUN(ctx, lun.UUID, 1<<29); !IsInvalid(err) {
+	if err := c.ResizeLUN(ctx, lun.UUID, 1<<29); ClassOf(err) != ClassInvalid {
 		t.Errorf("shrink: %v", err)
 	}
 	check(t, c.SetLUNAttribute(ctx, lun.UUID, "com.netapp.ndvp.fstype", "ext4"))

@@ -130,7 +130,7 @@ func (c *Client) ListAllSnapshots(ctx context.Context, volumePrefix, name string
 		}
 		return out, nil
 	}
-	if !IsNotFound(err) && !IsInvalid(err) {
+	if class := ClassOf(err); class != ClassNotFound && class != ClassInvalid {
 		return nil, err
 	}
 	vols, err := c.ListVolumes(ctx, volumePrefix)
@@ -158,7 +158,7 @@ func (c *Client) ListAllSnapshots(ctx context.Context, volumePrefix, name string
 }
 
 // DeleteSnapshot deletes a snapshot (an asynchronous job). A snapshot that
-// backs a FlexClone fails with ErrInUse (ONTAP code 1638555).
+// backs a FlexClone fails with ClassInUse (ONTAP code 1638555).
 func (c *Client) DeleteSnapshot(ctx context.Context, volumeUUID, snapshotUUID string) error {
 	const endpoint = "/storage/volumes/{uuid}/snapshots/{uuid}"
 	base, err := snapshotsPath(volumeUUID, "DELETE "+endpoint)

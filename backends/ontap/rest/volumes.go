@@ -170,7 +170,7 @@ func unixPermissionsWire(s string) (int, error) {
 
 // CreateVolume creates a FlexVol (POST /storage/volumes, an asynchronous
 // job). It returns once the job has finished; use GetVolume for the UUID.
-// If ONTAP reports the name taken, the error is ErrAlreadyExists, unless the
+// If ONTAP reports the name taken, the error is ClassAlreadyExists, unless the
 // volume was created by an earlier attempt of this very call whose response
 // got lost, which counts as success.
 func (c *Client) CreateVolume(ctx context.Context, v VolumeCreate) error {
@@ -344,8 +344,8 @@ func (c *Client) ModifyVolume(ctx context.Context, uuid string, m VolumeModify) 
 }
 
 // DeleteVolume deletes a volume (DELETE /storage/volumes/{uuid}); force skips
-// ONTAP's recovery queue. A volume with FlexClones fails with ErrInUse; a
-// missing one with ErrNotFound.
+// ONTAP's recovery queue. A volume with FlexClones fails with ClassInUse; a
+// missing one with ClassNotFound.
 func (c *Client) DeleteVolume(ctx context.Context, uuid string, force bool) error {
 	const endpoint = "/storage/volumes/{uuid}"
 	path, err := instancePath("/storage/volumes/", uuid, "DELETE "+endpoint)
