@@ -13,7 +13,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -253,24 +252,6 @@ func validPathSegment(s string) bool {
 	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/?#%\\") && len(s) <= 1024
 }
 
-type requestIDKey struct{}
-
-// WithRequestID returns a context whose ONTAP requests log id as their
-// request id, so that ONTAP calls can be matched with the CSI call that made
-// them. Without it each call logs an id of its own.
-func WithRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey{}, id)
-}
-
-func requestID(ctx context.Context) string {
-	if id, ok := ctx.Value(requestIDKey{}).(string); ok && id != "" {
-		return id
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // call is one logical ONTAP request.
 type call struct {
 	method   string
@@ -308,11 +289,10 @@ func (c *Client) do(ctx context.Context, r *call) (*result, error) {
 			return nil, &Error{Class: ClassInvalid, Endpoint: r.label(), Message: "encoding request: " + err.Error()}
 		}
 	}
-	reqID := requestID(ctx)
 	ambiguous := false
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		res, retryAfter, wrote, err := c.attempt(ctx, r, body, reqID, attempt)
+		res, retryAfter, wrote, err := c.attempt(ctx, r, body, attempt)
 		if err == nil {
 			res.ambiguous = ambiguous
 			return res, nil
@@ -424,8 +404,10 @@ func backoff(base, limit time.Duration, attempt int) time.Duration {
 
 // attempt performs one HTTP request while holding a slot of the LIF's
 // concurrency cap. On failure it returns an *Error for an ONTAP answer, or
-// the transport error; wrote tells whether the request was fully sent.
-func (c *Client) attempt(ctx context.Context, r *call, body []byte, reqID string, n int) (*result, time.Duration, bool, error) {
+// the transport error; wrote tells whether the request was fully sent. Its
+// log line is made with ctx, so it carries the id of the CSI call that made
+// the request (the server's logrus hook adds it); n counts the attempts.
+func (c *Client) attempt(ctx context.Context, r *call, body []byte, n int) (*result, time.Duration, bool, error) {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -472,25 +454,25 @@ func (c *Client) attempt(ctx context.Context, r *call, body []byte, reqID string
 	resp, err := c.http.Do(req)
 	elapsed := time.Since(start)
 	requestDuration.WithLabelValues(r.label()).Observe(elapsed.Seconds())
-	fields := logrus.Fields{"method": r.method, "endpoint": r.endpoint, "duration": elapsed, "requestID": reqID, "attempt": n}
+	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"method": r.method, "endpoint": r.endpoint, "duration": elapsed, "attempt": n})
 	if err != nil {
 		sentMu.Lock()
 		w := sent
 		sentMu.Unlock()
-		logrus.WithFields(fields).WithField("error", scrubURLError(err)).Debug("ONTAP request failed")
+		log.WithField("error", scrubURLError(err)).Debug("ONTAP request failed")
 		return nil, 0, w, scrubURLError(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	fields["status"] = resp.StatusCode
+	log = log.WithField("status", resp.StatusCode)
 	if err == nil && len(data) > maxResponseBytes {
 		err = fmt.Errorf("response larger than %d bytes", maxResponseBytes)
 	}
 	if err != nil {
-		logrus.WithFields(fields).WithField("error", err).Debug("ONTAP request failed reading the response")
+		log.WithField("error", err).Debug("ONTAP request failed reading the response")
 		return nil, 0, true, err
 	}
-	logrus.WithFields(fields).Debug("ONTAP request")
+	log.Debug("ONTAP request")
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return &result{status: resp.StatusCode, body: data}, 0, true, nil
 	}
@@ -687,6 +669,3 @@ func queryLiteral(v string) string {
 func notFound(endpoint, what, name string) error {
 	return &Error{Class: ClassNotFound, Endpoint: "GET " + endpoint, Message: fmt.Sprintf("%s %q not found", what, name)}
 }
-
-// Ptr returns a pointer to v, for the optional fields of modify requests.
-func Ptr[T any](v T) *T { return &v }
