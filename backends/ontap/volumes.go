@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"math"
 	"slices"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/ontap-csi/ontap-csi/backends"
-	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
@@ -116,16 +113,6 @@ func (d *driver) toVolume(id string, v *rest.Volume, meta *volumeMeta, usable in
 	return bv
 }
 
-func (d *driver) protocol() backends.Protocol {
-	if d.cfg.StorageDriverName == config.DriverONTAPSAN {
-		return backends.ProtocolBlock
-	}
-	return backends.ProtocolFile
-}
-
-// Protocol implements backends.Backend.
-func (d *driver) Protocol() backends.Protocol { return d.protocol() }
-
 // volumeID names an ONTAP volume of this backend for the CO: the CSI name
 // it recorded, or the PV name of a Trident volume. ok is false for volumes
 // that are not ours to report (another prefix's, renamed, hand-made).
@@ -134,99 +121,6 @@ func (d *driver) volumeID(v *rest.Volume, meta *volumeMeta) (string, bool) {
 		return meta.Name, d.volumeName(meta.Name) == v.Name
 	}
 	return pvNameFromVolume(d.cfg.StoragePrefix, v.Name)
-}
-
-// settings are the resolved attributes of a new volume.
-type settings struct {
-	config.VolumeDefaults
-	snapshotReserve int
-}
-
-// resolve lays a request's options over the pool's defaults.
-func (d *driver) resolve(req *backends.CreateRequest) (*settings, error) {
-	s := &settings{VolumeDefaults: d.poolDefaults(req.Pool)}
-	o := req.Options
-	set := func(dst *string, v string) {
-		if v != "" {
-			*dst = v
-		}
-	}
-	set(&s.SpaceReserve, o.SpaceReserve)
-	set(&s.SnapshotPolicy, o.SnapshotPolicy)
-	set(&s.ExportPolicy, o.ExportPolicy)
-	set(&s.SecurityStyle, o.SecurityStyle)
-	set(&s.TieringPolicy, o.TieringPolicy)
-	set(&s.QoSPolicy, o.QoSPolicy)
-	if o.UnixPermissions != "" {
-		perms, err := config.ParseUnixPermissions(o.UnixPermissions)
-		if err != nil {
-			return nil, backends.Errorf(backends.ErrInvalid, "unixPermissions %q: want octal (0755) or symbolic (---rwxr-xr-x)", o.UnixPermissions)
-		}
-		s.UnixPermissions = perms
-	}
-	if o.SnapshotDir != nil {
-		s.SnapshotDir = *o.SnapshotDir
-	}
-	if o.Encryption != nil {
-		s.Encryption = o.Encryption
-	}
-	if o.SplitOnClone != nil {
-		s.SplitOnClone = *o.SplitOnClone
-	}
-	switch {
-	case o.SnapshotReserve != nil:
-		s.snapshotReserve = *o.SnapshotReserve
-	case o.SnapshotPolicy != "":
-		// Trident 26.06: no reserve without snapshots, else 5 %.
-		s.snapshotReserve = 5
-		if o.SnapshotPolicy == "none" {
-			s.snapshotReserve = 0
-		}
-	case s.SnapshotReserve != nil:
-		s.snapshotReserve = *s.SnapshotReserve
-	default:
-		s.snapshotReserve = 5
-	}
-	if req.FSType != "" && req.FSType != backends.FSTypeRaw {
-		s.FileSystemType = req.FSType
-	}
-	return s, nil
-}
-
-// meta builds the record of a new volume.
-func (d *driver) meta(req *backends.CreateRequest, s *settings) *volumeMeta {
-	m := &volumeMeta{Name: req.Name, Size: req.SizeBytes, AccessType: string(req.AccessType), Pool: req.Pool, Backend: d.Name()}
-	if req.Topologies != nil && !sameTopologies(req.Topologies, d.poolTopologies(req.Pool)) {
-		m.Topologies = req.Topologies
-	}
-	if d.protocol() == backends.ProtocolBlock {
-		m.FSType = s.FileSystemType
-		if req.AccessType == backends.AccessBlock {
-			m.FSType = backends.FSTypeRaw
-		}
-	}
-	if src := req.Source; src != nil {
-		switch {
-		case src.Snapshot != nil:
-			m.SourceSnapshotID = src.Snapshot.VolumeID + "/" + src.Snapshot.Name
-		case src.Volume != nil:
-			m.SourceVolumeID = src.Volume.ID
-		}
-	}
-	return m
-}
-
-// flexVolSize is the FlexVol size that leaves want bytes usable after the
-// snapshot reserve (Trident's calculation), times factor (the LUN
-// metadata headroom of ontap-san), rounded up to ONTAP's 4 KiB blocks.
-func flexVolSize(want int64, reservePercent int, factor float64) int64 {
-	size := float64(want) * factor
-	if reservePercent > 0 && reservePercent < 100 {
-		size = size / (1 - float64(reservePercent)/100)
-	}
-	n := int64(math.Ceil(size))
-	n = (n + 4095) &^ 4095
-	return max(n, MinimumVolumeSize)
 }
 
 // adopt makes sure a FlexVol found under the name of a create request is
@@ -332,9 +226,11 @@ func (d *driver) cloneFlexVol(ctx context.Context, req *backends.CreateRequest, 
 	return v, nil
 }
 
-// ListVolumes lists this backend's volumes: those under its storage
-// prefix that carry our record or Trident's naming.
-func (d *driver) listVolumes(ctx context.Context, lunSizes func(context.Context) (map[string]int64, error)) ([]*backends.Volume, error) {
+// ListVolumes implements backends.Backend: the volumes under the storage
+// prefix that carry our record or Trident's naming. A volume without a
+// recorded size reports what it holds: the FlexVol less its snapshot
+// reserve, or for ontap-san the size of its LUN.
+func (d *driver) ListVolumes(ctx context.Context) ([]*backends.Volume, error) {
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -342,7 +238,7 @@ func (d *driver) listVolumes(ctx context.Context, lunSizes func(context.Context)
 	if err != nil {
 		return nil, d.failure(err, "listing volumes")
 	}
-	var sizes map[string]int64
+	var lunSize map[string]int64 // read once, when first needed
 	var out []*backends.Volume
 	for i := range vols {
 		v := &vols[i]
@@ -352,13 +248,13 @@ func (d *driver) listVolumes(ctx context.Context, lunSizes func(context.Context)
 			continue
 		}
 		usable := v.Size * int64(100-v.SnapshotReservePercent) / 100
-		if (meta == nil || meta.Size == 0) && lunSizes != nil {
-			if sizes == nil {
-				if sizes, err = lunSizes(ctx); err != nil {
+		if (meta == nil || meta.Size == 0) && d.lunSizes != nil {
+			if lunSize == nil {
+				if lunSize, err = d.lunSizes(ctx); err != nil {
 					return nil, err
 				}
 			}
-			usable = sizes[v.Name]
+			usable = lunSize[v.Name]
 		}
 		out = append(out, d.toVolume(id, v, meta, usable))
 	}
@@ -460,10 +356,6 @@ func names(vols []*rest.Volume) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func sameTopologies(a, b []map[string]string) bool {
-	return slices.EqualFunc(a, b, maps.Equal)
 }
 
 // resizeFlexVol grows the FlexVol of vol so that size bytes stay usable

@@ -78,7 +78,7 @@ func (d *driver) Snapshots(ctx context.Context, f backends.SnapshotFilter) ([]*b
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	vols, err := d.listVolumes(ctx, d.lunSizes)
+	vols, err := d.ListVolumes(ctx)
 	if err != nil {
 		return nil, err
 	}
