@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -41,124 +42,164 @@ var (
 	symbolicPermsRE = regexp.MustCompile(`^(?:[-rwxsStT]{3})?[-r][-w][-xsS][-r][-w][-xsS][-r][-w][-xtT]$`)
 )
 
+// volumeDefaults reads "defaults" (a backend's, or a virtual pool's laid
+// over its backend's) with Trident's defaults for what is not set.
 func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
-	get := func(key, def string) (string, string) {
-		if v, ok := s[key]; ok && v.value != "" {
-			return v.value, v.path
-		}
-		return def, "defaults." + key
-	}
-	boolean := func(key string, def bool) bool {
-		v, path := get(key, strconv.FormatBool(def))
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			p.fail(path, "%q is not a boolean", v)
-		}
-		return b
-	}
-	oneOf := func(key, def string, allowed ...string) string {
-		v, path := get(key, def)
-		lv := strings.ToLower(v)
-		for _, a := range allowed {
-			if lv == a {
-				return a
-			}
-		}
-		if v != "" {
-			p.fail(path, "%q is not one of %s", v, strings.Join(allowed, ", "))
-		}
-		return ""
-	}
+	r := defaultsReader{p: p, s: s}
 	var d VolumeDefaults
+	d.Size = r.size()
+	d.SpaceReserve = r.oneOf("spaceReserve", defaultSpaceReserve, "none", "volume")
+	d.SpaceAllocation = r.boolean("spaceAllocation", true)
+	r.snapshots(&d)
+	r.nas(&d)
+	d.SplitOnClone = r.boolean("splitOnClone", false)
+	d.FileSystemType = r.oneOf("fileSystemType", defaultFileSystemType, "ext3", "ext4", "xfs")
+	d.Encryption = r.optionalBoolean("encryption")
+	r.tieringAndQoS(&d)
+	var formatPath string
+	if d.FormatOptions, formatPath = r.get("formatOptions", ""); d.FormatOptions != "" {
+		p.warn("%s is accepted for Trident compatibility but has no effect: file systems are made with mkfs's defaults", formatPath)
+	}
+	d.SkipRecoveryQueue = r.boolean("skipRecoveryQueue", false)
+	// Keys whose effect we cannot provide: refuse them rather than silently
+	// create volumes that are not what the config asks for.
+	r.refuse("LUKSEncryption", "LUKS encryption is not supported")
+	r.refuse("mirroring", "mirroring is not supported")
+	if v, path := r.get("nameTemplate", ""); v != "" {
+		p.fail(path, "name templates are not supported: volumes are named storagePrefix + PV name")
+	}
+	return d
+}
 
-	size, sizePath := get("size", defaultVolumeSize)
+// defaultsReader reads the values of one "defaults", reporting problems
+// under the key path each value came from.
+type defaultsReader struct {
+	p *parser
+	s map[string]setting
+}
+
+// get returns the value of key and its path, or def under the backend's
+// path when the key is not set.
+func (r defaultsReader) get(key, def string) (string, string) {
+	if v, ok := r.s[key]; ok && v.value != "" {
+		return v.value, v.path
+	}
+	return def, "defaults." + key
+}
+
+func (r defaultsReader) boolean(key string, def bool) bool {
+	v, path := r.get(key, strconv.FormatBool(def))
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.p.fail(path, "%q is not a boolean", v)
+	}
+	return b
+}
+
+// optionalBoolean is nil when key is not set, leaving ONTAP's default.
+func (r defaultsReader) optionalBoolean(key string) *bool {
+	v, path := r.get(key, "")
+	if v == "" {
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.p.fail(path, "%q is not a boolean", v)
+	}
+	return &b
+}
+
+func (r defaultsReader) oneOf(key, def string, allowed ...string) string {
+	v, path := r.get(key, def)
+	if i := slices.Index(allowed, strings.ToLower(v)); i >= 0 {
+		return allowed[i]
+	}
+	if v != "" {
+		r.p.fail(path, "%q is not one of %s", v, strings.Join(allowed, ", "))
+	}
+	return ""
+}
+
+// refuse fails key when it is true.
+func (r defaultsReader) refuse(key, why string) {
+	v, path := r.get(key, "false")
+	if b, err := strconv.ParseBool(v); err != nil {
+		r.p.fail(path, "%q is not a boolean", v)
+	} else if b {
+		r.p.fail(path, "%s", why)
+	}
+}
+
+func (r defaultsReader) size() int64 {
+	size, path := r.get("size", defaultVolumeSize)
 	if !sizeHasUnit(size) {
 		size += "G" // Trident: a size without unit is in GiB
 	}
-	if n, err := parseSize(size); err != nil {
-		p.fail(sizePath, "%v", err)
-	} else if n <= 0 {
-		p.fail(sizePath, "%q must be larger than zero", size)
-	} else {
-		d.Size = n
+	n, err := parseSize(size)
+	switch {
+	case err != nil:
+		r.p.fail(path, "%v", err)
+	case n <= 0:
+		r.p.fail(path, "%q must be larger than zero", size)
+	default:
+		return n
 	}
-	d.SpaceReserve = oneOf("spaceReserve", defaultSpaceReserve, "none", "volume")
-	d.SpaceAllocation = boolean("spaceAllocation", true)
-	var snapPolicyPath string
-	d.SnapshotPolicy, snapPolicyPath = get("snapshotPolicy", defaultSnapshotPolicy)
-	p.ontapName(snapPolicyPath, "a snapshot policy", d.SnapshotPolicy)
-	if v, path := get("snapshotReserve", ""); v != "" {
+	return 0
+}
+
+// snapshots reads the snapshot policy, reserve and directory. Without a
+// reserve, snapshot policy "none" reserves nothing, as in Trident.
+func (r defaultsReader) snapshots(d *VolumeDefaults) {
+	var policyPath string
+	d.SnapshotPolicy, policyPath = r.get("snapshotPolicy", defaultSnapshotPolicy)
+	r.p.ontapName(policyPath, "a snapshot policy", d.SnapshotPolicy)
+	if v, path := r.get("snapshotReserve", ""); v != "" {
 		n, err := strconv.Atoi(strings.TrimSuffix(v, "%"))
 		switch {
 		case err != nil:
-			p.fail(path, "%q is not a percentage", v)
+			r.p.fail(path, "%q is not a percentage", v)
 		case n < 0 || n > 90:
-			p.fail(path, "%d is outside ONTAP's 0..90 percent", n)
+			r.p.fail(path, "%d is outside ONTAP's 0..90 percent", n)
 		default:
 			d.SnapshotReserve = &n
 		}
 	} else if d.SnapshotPolicy == "none" {
 		d.SnapshotReserve = new(0)
 	}
-	d.SnapshotDir = boolean("snapshotDir", false)
-	perms, permsPath := get("unixPermissions", defaultUnixPermissions)
+	d.SnapshotDir = r.boolean("snapshotDir", false)
+}
+
+// nas reads what an NFS volume gets: permissions, export policy and
+// security style.
+func (r defaultsReader) nas(d *VolumeDefaults) {
+	perms, permsPath := r.get("unixPermissions", defaultUnixPermissions)
 	if octal, err := ParseUnixPermissions(perms); err != nil {
-		p.fail(permsPath, "%q is not unix permissions (octal like 0755 or symbolic like ---rwxr-xr-x)", perms)
+		r.p.fail(permsPath, "%q is not unix permissions (octal like 0755 or symbolic like ---rwxr-xr-x)", perms)
 	} else {
 		d.UnixPermissions = octal
 	}
-	if v, path := get("exportPolicy", defaultExportPolicy); !exportPolicyNameRE.MatchString(v) {
-		p.fail(path, "%q is not an export policy name (1-256 characters, no spaces or commas)", v)
+	if v, path := r.get("exportPolicy", defaultExportPolicy); !exportPolicyNameRE.MatchString(v) {
+		r.p.fail(path, "%q is not an export policy name (1-256 characters, no spaces or commas)", v)
 	} else {
 		d.ExportPolicy = v
 	}
-	d.SecurityStyle = oneOf("securityStyle", defaultSecurityStyle, "unix", "mixed")
-	d.SplitOnClone = boolean("splitOnClone", false)
-	d.FileSystemType = oneOf("fileSystemType", defaultFileSystemType, "ext3", "ext4", "xfs")
-	if v, path := get("encryption", ""); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			p.fail(path, "%q is not a boolean", v)
-		}
-		d.Encryption = &b
-	}
-	if v, path := get("tieringPolicy", ""); v != "" {
-		switch strings.ToLower(strings.ReplaceAll(v, "-", "_")) {
+	d.SecurityStyle = r.oneOf("securityStyle", defaultSecurityStyle, "unix", "mixed")
+}
+
+// tieringAndQoS reads the tiering policy (Trident's "snapshot-only" is
+// ONTAP's "snapshot_only") and the QoS policy group.
+func (r defaultsReader) tieringAndQoS(d *VolumeDefaults) {
+	if v, path := r.get("tieringPolicy", ""); v != "" {
+		switch policy := strings.ToLower(strings.ReplaceAll(v, "-", "_")); policy {
 		case "none", "auto", "snapshot_only", "all", "backup":
-			d.TieringPolicy = strings.ToLower(strings.ReplaceAll(v, "-", "_"))
+			d.TieringPolicy = policy
 		default:
-			p.fail(path, "%q is not one of none, auto, snapshot-only, all, backup", v)
+			r.p.fail(path, "%q is not one of none, auto, snapshot-only, all, backup", v)
 		}
 	}
-	if v, path := get("qosPolicy", ""); v != "" && p.ontapName(path, "a QoS policy group", v) {
+	if v, path := r.get("qosPolicy", ""); v != "" && r.p.ontapName(path, "a QoS policy group", v) {
 		d.QoSPolicy = v
 	}
-	var formatPath string
-	if d.FormatOptions, formatPath = get("formatOptions", ""); d.FormatOptions != "" {
-		p.warn("%s is accepted for Trident compatibility but has no effect: file systems are made with mkfs's defaults", formatPath)
-	}
-	d.SkipRecoveryQueue = boolean("skipRecoveryQueue", false)
-
-	// Keys whose effect we cannot provide: refuse them rather than silently
-	// create volumes that are not what the config asks for.
-	if v, path := get("LUKSEncryption", "false"); v != "" {
-		if b, err := strconv.ParseBool(v); err != nil {
-			p.fail(path, "%q is not a boolean", v)
-		} else if b {
-			p.fail(path, "LUKS encryption is not supported")
-		}
-	}
-	if v, path := get("mirroring", "false"); v != "" {
-		if b, err := strconv.ParseBool(v); err != nil {
-			p.fail(path, "%q is not a boolean", v)
-		} else if b {
-			p.fail(path, "mirroring is not supported")
-		}
-	}
-	if v, path := get("nameTemplate", ""); v != "" {
-		p.fail(path, "name templates are not supported: volumes are named storagePrefix + PV name")
-	}
-	return d
 }
 
 // ParseUnixPermissions accepts octal ("755", "0755") or Trident's symbolic

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
@@ -23,27 +24,50 @@ import (
 // turns "-" and "." into "_" when it builds names.
 var storagePrefixRE = regexp.MustCompile(`^[A-Za-z_.-][A-Za-z0-9_.-]*$`)
 
+// parse reads a backend config section by section, in the order the
+// problems are reported.
 func (p *parser) parse(source string, data []byte, dir string) *Backend {
 	cfg := &Backend{Source: source}
+	top, ok := p.topLevel(data)
+	if !ok {
+		return cfg
+	}
+	p.version(cfg, top)
+	p.driverName(cfg, top)
+	p.addresses(cfg, top)
+	p.credentialsAndTLS(cfg, top, dir)
+	p.storagePrefix(cfg, top["storagePrefix"])
+	p.limits(cfg, top)
+	p.exports(cfg, top)
+	p.tridentOnly(cfg, top)
+	backendDefaults := p.placement(cfg, top)
+	p.virtualPools(cfg, top["storage"], backendDefaults)
+	return cfg
+}
+
+// topLevel decodes the config (JSON or YAML) into its top-level keys.
+func (p *parser) topLevel(data []byte) (map[string]json.RawMessage, bool) {
 	js, err := toJSON(data)
 	if err != nil {
 		p.fail("", "is neither valid JSON nor valid YAML: %v", err)
-		return cfg
+		return nil, false
 	}
 	if isNull(js) {
 		p.fail("", "is empty")
-		return cfg
+		return nil, false
 	}
-	top := p.object("", js, topKeys)
+	return p.object("", js, topKeys), true
+}
 
-	// version
+func (p *parser) version(cfg *Backend, top map[string]json.RawMessage) {
 	if raw, ok := top["version"]; !ok || isNull(raw) {
 		p.fail("version", "is required and must be 1")
 	} else if err := json.Unmarshal(raw, &cfg.Version); err != nil || cfg.Version != 1 {
 		p.fail("version", "must be the number 1, not %s", strings.TrimSpace(string(raw)))
 	}
+}
 
-	// storageDriverName
+func (p *parser) driverName(cfg *Backend, top map[string]json.RawMessage) {
 	cfg.StorageDriverName = p.str("storageDriverName", top["storageDriverName"])
 	switch cfg.StorageDriverName {
 	case DriverONTAPNAS, DriverONTAPSAN:
@@ -52,9 +76,14 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 	default:
 		p.fail("storageDriverName", "%q is not supported (supported: %s, %s)", cfg.StorageDriverName, DriverONTAPNAS, DriverONTAPSAN)
 	}
-	san := cfg.StorageDriverName == DriverONTAPSAN
+}
 
-	// Addresses.
+// san reports whether the config is for ontap-san.
+func (c *Backend) san() bool { return c.StorageDriverName == DriverONTAPSAN }
+
+// addresses reads the LIFs and the SVM, and names the backend after its
+// driver and LIF when the config does not, as Trident does.
+func (p *parser) addresses(cfg *Backend, top map[string]json.RawMessage) {
 	cfg.ManagementLIF = strings.TrimSpace(p.str("managementLIF", top["managementLIF"]))
 	if cfg.ManagementLIF == "" {
 		p.fail("managementLIF", "is required")
@@ -66,7 +95,7 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 		host := strings.TrimSuffix(strings.TrimPrefix(cfg.DataLIF, "["), "]")
 		if net.ParseIP(host) == nil && (!lif.ValidHostname(host) || dottedNumbersRE.MatchString(host)) {
 			p.fail("dataLIF", "%q is neither an IP address nor a host name", cfg.DataLIF)
-		} else if san {
+		} else if cfg.san() {
 			p.warn("dataLIF is ignored by ontap-san: all iSCSI LIFs of the SVM are used")
 		}
 	}
@@ -78,14 +107,13 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 	}
 	cfg.BackendName = p.str("backendName", top["backendName"])
 	if cfg.BackendName == "" && cfg.StorageDriverName != "" {
-		lif := cfg.DataLIF
-		if lif == "" {
-			lif = cfg.ManagementLIF
-		}
-		cfg.BackendName = strings.ReplaceAll(cfg.StorageDriverName, "-", "") + "_" + lif
+		cfg.BackendName = strings.ReplaceAll(cfg.StorageDriverName, "-", "") + "_" + cmp.Or(cfg.DataLIF, cfg.ManagementLIF)
 	}
+}
 
-	// Credentials and TLS.
+// credentialsAndTLS reads the credentials (from the config or a
+// credentials file), the certificates and the CHAP settings.
+func (p *parser) credentialsAndTLS(cfg *Backend, top map[string]json.RawMessage, dir string) {
 	cfg.Username = p.str("username", top["username"])
 	cfg.Password = Secret(p.str("password", top["password"]))
 	certB64 := p.str("clientCertificate", top["clientCertificate"])
@@ -102,16 +130,18 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 	}
 	p.tls(cfg, certB64, keyB64, caB64)
 	if cfg.UseCHAP {
-		p.chap(cfg, san)
+		p.chap(cfg, cfg.san())
 	}
+}
 
-	// Provisioning settings.
-	if raw, ok := top["storagePrefix"]; !ok || isNull(raw) || string(bytes.TrimSpace(raw)) == "{}" {
+func (p *parser) storagePrefix(cfg *Backend, raw json.RawMessage) {
+	switch {
+	case isNull(raw) || string(bytes.TrimSpace(raw)) == "{}":
 		// Trident: absent, null or {} mean "use the default".
 		cfg.StoragePrefix = defaultStoragePrefix
-	} else if jsonKind(raw) != "a string" {
+	case jsonKind(raw) != "a string":
 		p.fail("storagePrefix", "must be a string, not %s", jsonKind(raw))
-	} else {
+	default:
 		cfg.StoragePrefix = p.str("storagePrefix", raw)
 		if cfg.StoragePrefix != "" && !storagePrefixRE.MatchString(cfg.StoragePrefix) {
 			p.fail("storagePrefix", "%q may hold only letters, digits, '_', '-' and '.', and must not start with a digit", cfg.StoragePrefix)
@@ -119,6 +149,11 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 			p.fail("storagePrefix", "is longer than 64 characters")
 		}
 	}
+}
+
+// limits reads the aggregate and the limits on its usage and on volume
+// sizes.
+func (p *parser) limits(cfg *Backend, top map[string]json.RawMessage) {
 	cfg.Aggregate = strings.TrimSpace(p.str("aggregate", top["aggregate"]))
 	if v := strings.TrimSpace(p.str("limitAggregateUsage", top["limitAggregateUsage"])); v != "" {
 		f, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(v, "%")), 64)
@@ -136,6 +171,11 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 		}
 		cfg.LimitVolumeSize = n
 	}
+}
+
+// exports reads the NFS settings: mount options and automatic export
+// policies.
+func (p *parser) exports(cfg *Backend, top map[string]json.RawMessage) {
 	cfg.NFSMountOptions = strings.TrimSpace(p.str("nfsMountOptions", top["nfsMountOptions"]))
 	if strings.ContainsFunc(cfg.NFSMountOptions, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		p.fail("nfsMountOptions", "contains control characters")
@@ -156,9 +196,14 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 			p.fail("autoExportCIDRs", "is empty: no node would be admitted")
 		}
 	}
-	if san && cfg.AutoExportPolicy {
+	if cfg.san() && cfg.AutoExportPolicy {
 		p.warn("autoExportPolicy is ignored by ontap-san")
 	}
+}
+
+// tridentOnly reads keys whose Trident meaning this driver narrows: a
+// shared igroup, ZAPI, and protocols other than NFS and iSCSI.
+func (p *parser) tridentOnly(cfg *Backend, top map[string]json.RawMessage) {
 	cfg.IgroupName = strings.TrimSpace(p.str("igroupName", top["igroupName"]))
 	if len(cfg.IgroupName) > 96 {
 		p.fail("igroupName", "is longer than ONTAP's 96 characters")
@@ -169,8 +214,11 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 		p.warn("useREST: false is ignored: this driver speaks only the ONTAP REST API")
 	}
 	p.protocolTypes("", top)
+}
 
-	// Topology, labels and defaults.
+// placement reads the backend's labels, topologies and volume defaults,
+// and returns the raw defaults its virtual pools inherit.
+func (p *parser) placement(cfg *Backend, top map[string]json.RawMessage) map[string]setting {
 	cfg.Labels = p.labels("labels", top["labels"])
 	cfg.Region = p.str("region", top["region"])
 	cfg.Zone = p.str("zone", top["zone"])
@@ -180,38 +228,36 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 	}
 	backendDefaults := p.rawDefaults("defaults", top["defaults"], nil)
 	cfg.Defaults = p.volumeDefaults(backendDefaults)
-
-	if raw, ok := top["storage"]; ok && !isNull(raw) {
-		var pools []json.RawMessage
-		if err := json.Unmarshal(raw, &pools); err != nil {
-			p.fail("storage", "must be a list of virtual pools, not %s", jsonKind(raw))
-		}
-		for i, praw := range pools {
-			path := fmt.Sprintf("storage[%d]", i)
-			pm := p.object(path, praw, poolKeys)
-			pool := VirtualPool{
-				Name:                fmt.Sprintf("%s_pool_%d", cfg.BackendName, i),
-				Labels:              mergeLabels(cfg.Labels, p.labels(path+".labels", pm["labels"])),
-				Region:              firstNonEmpty(p.str(path+".region", pm["region"]), cfg.Region),
-				Zone:                firstNonEmpty(p.str(path+".zone", pm["zone"]), cfg.Zone),
-				SupportedTopologies: p.topologies(path+".supportedTopologies", pm["supportedTopologies"]),
-			}
-			if pool.SupportedTopologies == nil {
-				pool.SupportedTopologies = cfg.SupportedTopologies
-			}
-			p.protocolTypes(path, pm)
-			pool.Defaults = p.volumeDefaults(p.rawDefaults(path+".defaults", pm["defaults"], backendDefaults))
-			cfg.Storage = append(cfg.Storage, pool)
-		}
-	}
-	return cfg
+	return backendDefaults
 }
 
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
+// virtualPools reads "storage": each pool's settings laid over the
+// backend's.
+func (p *parser) virtualPools(cfg *Backend, raw json.RawMessage, backendDefaults map[string]setting) {
+	if isNull(raw) {
+		return
 	}
-	return b
+	var pools []json.RawMessage
+	if err := json.Unmarshal(raw, &pools); err != nil {
+		p.fail("storage", "must be a list of virtual pools, not %s", jsonKind(raw))
+	}
+	for i, praw := range pools {
+		path := fmt.Sprintf("storage[%d]", i)
+		pm := p.object(path, praw, poolKeys)
+		pool := VirtualPool{
+			Name:                fmt.Sprintf("%s_pool_%d", cfg.BackendName, i),
+			Labels:              mergeLabels(cfg.Labels, p.labels(path+".labels", pm["labels"])),
+			Region:              cmp.Or(p.str(path+".region", pm["region"]), cfg.Region),
+			Zone:                cmp.Or(p.str(path+".zone", pm["zone"]), cfg.Zone),
+			SupportedTopologies: p.topologies(path+".supportedTopologies", pm["supportedTopologies"]),
+		}
+		if pool.SupportedTopologies == nil {
+			pool.SupportedTopologies = cfg.SupportedTopologies
+		}
+		p.protocolTypes(path, pm)
+		pool.Defaults = p.volumeDefaults(p.rawDefaults(path+".defaults", pm["defaults"], backendDefaults))
+		cfg.Storage = append(cfg.Storage, pool)
+	}
 }
 
 // mergeLabels lays pool labels over the backend's, as Trident's label offer does.
