@@ -155,18 +155,7 @@ func TestNASPublishReconcilesExportRules(t *testing.T) {
 		}
 		return pc
 	}
-	rules := func() []string {
-		p := policy(s, name)
-		if p == nil {
-			return nil
-		}
-		var out []string
-		for _, r := range p.Rules {
-			out = append(out, strings.Join(r.Clients, ",")+":"+strings.Join(r.RWRule, ","))
-		}
-		slices.Sort(out)
-		return out
-	}
+	rules := func() []string { return ruleSummary(s, name) }
 	pc := publish(node1)
 	// Exactly Trident's keys (no mountOptions: the backend sets none).
 	if want := map[string]string{"protocol": "file", "nfsPath": "/" + name, "nfsServerIp": s.Info().NFSLIFs[0]}; !maps.Equal(pc, want) {
@@ -181,11 +170,7 @@ func TestNASPublishReconcilesExportRules(t *testing.T) {
 
 	// Drift: an admin narrows the rule to read-only; the next publish
 	// repairs it.
-	p := policy(s, name)
-	if _, _, err := s.Do("PATCH", "/api/protocols/nfs/export-policies/"+itoa(p.ID)+"/rules/"+itoa(p.Rules[0].Index),
-		map[string]any{"rw_rule": []string{"never"}}); err != nil {
-		t.Fatal(err)
-	}
+	editFirstRule(t, s, name, "PATCH", map[string]any{"rw_rule": []string{"never"}})
 	publish(node1)
 	if got := rules(); !slices.Equal(got, []string{"10.1.1.1,10.1.1.2:any"}) {
 		t.Errorf("rules after repairing drift %v", got)
@@ -194,10 +179,7 @@ func TestNASPublishReconcilesExportRules(t *testing.T) {
 		t.Errorf("export_rules_repaired_total = %v, want 1", n)
 	}
 	// The rule vanishes; the next publish puts it back.
-	p = policy(s, name)
-	if _, _, err := s.Do("DELETE", "/api/protocols/nfs/export-policies/"+itoa(p.ID)+"/rules/"+itoa(p.Rules[0].Index), nil); err != nil {
-		t.Fatal(err)
-	}
+	editFirstRule(t, s, name, "DELETE", nil)
 	publish(node1)
 	publish(node2)
 	if got := rules(); !slices.Equal(got, []string{"10.1.1.1,10.1.1.2:any", "10.2.2.2:any"}) {
@@ -223,6 +205,31 @@ func TestNASPublishReconcilesExportRules(t *testing.T) {
 		t.Errorf("publish to a node outside autoExportCIDRs: %v", err)
 	}
 	if err := b.DeleteVolume(ctx, lookup(t, b, vol.ID)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ruleSummary lists the rules of export policy name as "clients:rw_rule",
+// sorted; nil when the policy does not exist.
+func ruleSummary(s *ontapsim.Simulator, name string) []string {
+	p := policy(s, name)
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range p.Rules {
+		out = append(out, strings.Join(r.Clients, ",")+":"+strings.Join(r.RWRule, ","))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// editFirstRule changes the first rule of export policy name behind the
+// driver's back, as an admin would.
+func editFirstRule(t *testing.T, s *ontapsim.Simulator, name, method string, body any) {
+	t.Helper()
+	p := policy(s, name)
+	if _, _, err := s.Do(method, "/api/protocols/nfs/export-policies/"+itoa(p.ID)+"/rules/"+itoa(p.Rules[0].Index), body); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -308,6 +308,14 @@ func TestSimExportPolicies(t *testing.T) {
 func TestSimLUNsIgroupsMaps(t *testing.T) {
 	s, c := startSim(t, ontapsim.Config{}, nil)
 	ctx := context.Background()
+	lun := simLUNLifecycle(ctx, t, s, c)
+	ig, iqn := simIgroupLifecycle(ctx, t, c)
+	lun2 := simLUNMaps(ctx, t, s, c, lun, ig)
+	simMapDependencies(ctx, t, s, c, lun, lun2, ig, iqn)
+}
+
+// simLUNLifecycle creates, reads, resizes and labels a LUN.
+func simLUNLifecycle(ctx context.Context, t *testing.T, s *ontapsim.Simulator, c *Client) *LUN {
 	check(t, c.CreateVolume(ctx, VolumeCreate{Name: "trident_pvc_1", Aggregate: s.Info().Aggregates[0], Size: 2 << 30, SpaceReserve: "none"}))
 	lun := must(c.CreateLUN(ctx, LUNCreate{Path: "/vol/trident_pvc_1/lun0", Size: 1 << 30, SpaceAllocation: true}))(t)
 	if lun.UUID == "" || len(lun.SerialNumber) != 12 || lun.Size < 1<<30 || lun.OSType != "linux" || lun.VolumeName != "trident_pvc_1" {
@@ -334,7 +342,12 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	if attrs := must(c.LUNAttributes(ctx, lun.UUID))(t); attrs["com.netapp.ndvp.fstype"] != "xfs" || attrs["context"] != "csi" {
 		t.Errorf("attributes %v", attrs)
 	}
+	return lun
+}
 
+// simIgroupLifecycle creates igroups, with and without initiators, and
+// returns one holding iqn.
+func simIgroupLifecycle(ctx context.Context, t *testing.T, c *Client) (*Igroup, string) {
 	ig := must(c.CreateIgroup(ctx, "node1-trident"))(t)
 	if ig.UUID == "" || ig.Protocol != "iscsi" || ig.OSType != "linux" {
 		t.Fatalf("igroup %+v", ig)
@@ -360,7 +373,11 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	if got := must(c.GetIgroup(ctx, "node1-trident"))(t); !slices.Equal(got.Initiators, []string{iqn}) {
 		t.Errorf("initiators %v", got.Initiators)
 	}
+	return ig, iqn
+}
 
+// simLUNMaps maps lun and a second LUN to ig and returns the second.
+func simLUNMaps(ctx context.Context, t *testing.T, s *ontapsim.Simulator, c *Client, lun *LUN, ig *Igroup) *LUN {
 	m := must(c.CreateLUNMap(ctx, LUNMapCreate{LUNPath: lun.Path, IgroupName: ig.Name}))(t)
 	if m.LUNID != 0 || m.LUNUUID != lun.UUID || m.IgroupUUID != ig.UUID {
 		t.Errorf("map %+v", m)
@@ -393,8 +410,12 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	if got := must(c.GetLUN(ctx, lun.Path))(t); !got.Mapped {
 		t.Error("LUN not mapped")
 	}
+	return lun2
+}
 
-	// Dependency rules.
+// simMapDependencies checks the dependency rules of maps, LUNs and igroups
+// and tears them down.
+func simMapDependencies(ctx context.Context, t *testing.T, s *ontapsim.Simulator, c *Client, lun, lun2 *LUN, ig *Igroup, iqn string) {
 	if err := c.DeleteIgroup(ctx, ig.UUID); !IsInUse(err) {
 		t.Errorf("delete mapped igroup: %v", err)
 	}
