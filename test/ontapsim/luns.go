@@ -463,6 +463,12 @@ func (s *Simulator) patchLUN(c *call) (*reply, *apiError) {
 		return nil, err
 	}
 	apply := func() *apiError { return s.applyLUNPatch(l.UUID, p) }
+	return s.lunOperation(c, l, apply)
+}
+
+// lunOperation runs the change of LUN l as a job where LUN operations are
+// asynchronous (9.16.1+), else at once.
+func (s *Simulator) lunOperation(c *call, l *lunState, apply func() *apiError) (*reply, *apiError) {
 	if s.cfg.lunCreateAsync() {
 		j := s.startJob(c, s.m.svm(l.SVM), s.draw(s.cfg.Latency.SyncMutation), apply, nil)
 		return asyncReply(j, ""), nil
@@ -620,17 +626,7 @@ func (s *Simulator) deleteLUN(c *call) (*reply, *apiError) {
 		s.deleteLUNLocked(cur)
 		return nil
 	}
-	if s.cfg.lunCreateAsync() {
-		j := s.startJob(c, s.m.svm(l.SVM), s.draw(s.cfg.Latency.SyncMutation), apply, nil)
-		return asyncReply(j, ""), nil
-	}
-	if err := c.failIfFaulted(); err != nil {
-		return nil, err
-	}
-	if err := apply(); err != nil {
-		return nil, err
-	}
-	return okReply(), nil
+	return s.lunOperation(c, l, apply)
 }
 
 // deleteLUNLocked removes a LUN, its maps and its backing file.
