@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 )
 
 // Each example backend Secret is what the controller Deployment mounts and
@@ -31,8 +31,8 @@ func TestExampleBackendSecrets(t *testing.T) {
 	mounts := mountsByPath(t, pod, main)
 
 	for file, driver := range map[string]string{
-		"examples/backend-ontap-nas.yaml": ontap.DriverONTAPNAS,
-		"examples/backend-ontap-san.yaml": ontap.DriverONTAPSAN,
+		"examples/backend-ontap-nas.yaml": config.DriverONTAPNAS,
+		"examples/backend-ontap-san.yaml": config.DriverONTAPSAN,
 	} {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			secret := get[*corev1.Secret](t, readObjects(t, file), "ontap-csi-backends")
@@ -48,7 +48,7 @@ func TestExampleBackendSecrets(t *testing.T) {
 				if !ok {
 					t.Fatalf("Secret %s has no key %s", secret.Name, path.Base(cfg))
 				}
-				c, err := ontap.ParseBackendConfig(file, []byte(data), t.TempDir())
+				c, err := config.Parse(file, []byte(data), t.TempDir())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -76,10 +76,10 @@ func TestExampleStorageClasses(t *testing.T) {
 		}
 	}
 	want := map[string]struct{ backend, fsType string }{
-		"ontap-nas":      {ontap.DriverONTAPNAS, ""},
-		"ontap-san":      {ontap.DriverONTAPSAN, ""},
-		"ontap-san-ext4": {ontap.DriverONTAPSAN, "ext4"},
-		"ontap-san-xfs":  {ontap.DriverONTAPSAN, "xfs"},
+		"ontap-nas":      {config.DriverONTAPNAS, ""},
+		"ontap-san":      {config.DriverONTAPSAN, ""},
+		"ontap-san-ext4": {config.DriverONTAPSAN, "ext4"},
+		"ontap-san-xfs":  {config.DriverONTAPSAN, "xfs"},
 	}
 	if len(classes) != len(want) {
 		t.Errorf("classes %v, want %v", len(classes), len(want))

@@ -1,16 +1,19 @@
+// Package ontap holds the ontap-nas and ontap-san drivers: the
+// backends.Backend of a Trident backend config (package config) over the
+// ONTAP REST API (package rest).
 package ontap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
 // Options tune a driver beyond its Trident backend configuration.
@@ -23,49 +26,64 @@ type Options struct {
 	InstallationID string
 	// Client adjusts the REST client settings (e.g. shorter retry delays
 	// in tests).
-	Client func(*ClientConfig)
+	Client func(*rest.ClientConfig)
 }
 
 // NewBackend returns the ontap-nas or ontap-san driver of a parsed backend
 // configuration. It does not contact ONTAP: the first call that needs ONTAP
 // connects, and a failed connection is retried by the next call, so an
 // unreachable ONTAP never stops the plugin from starting.
-func NewBackend(cfg *BackendConfig, opts Options) (backends.Backend, error) {
-	cc := cfg.ClientConfig()
+func NewBackend(cfg *config.Backend, opts Options) (backends.Backend, error) {
+	cc := clientConfig(cfg)
 	if opts.Client != nil {
 		opts.Client(&cc)
 	}
-	client, err := NewClient(cc)
+	client, err := rest.NewClient(cc)
 	if err != nil {
 		return nil, fmt.Errorf("backend %s (%s): %w", cfg.BackendName, cfg.Source, err)
 	}
 	d := &driver{cfg: cfg, client: client, opts: opts, igroupLocks: keyMutex{m: map[string]*keyLock{}}}
 	switch cfg.StorageDriverName {
-	case DriverONTAPNAS:
+	case config.DriverONTAPNAS:
 		n := &nasDriver{driver: d}
 		d.initProtocol = n.init
 		return n, nil
-	case DriverONTAPSAN:
+	case config.DriverONTAPSAN:
 		s := &sanDriver{driver: d}
-		d.initProtocol, d.lunSizes = s.init, s.listLUNSizes
+		d.initProtocol, d.lunSizes = s.init, s.readLUNSizes
 		return s, nil
 	}
 	return nil, fmt.Errorf("backend %s (%s): storage driver %q is not supported", cfg.BackendName, cfg.Source, cfg.StorageDriverName)
 }
 
+// clientConfig returns the REST client settings of a backend.
+func clientConfig(c *config.Backend) rest.ClientConfig {
+	return rest.ClientConfig{
+		ManagementLIF:         c.ManagementLIF,
+		SVM:                   c.SVM,
+		Username:              c.Username,
+		Password:              string(c.Password),
+		ClientCertificate:     c.ClientCertificate,
+		ClientPrivateKey:      []byte(c.ClientPrivateKey),
+		TrustedCACertificate:  c.TrustedCACertificate,
+		InsecureSkipTLSVerify: c.InsecureSkipTLSVerify,
+	}
+}
+
 // driver is what ontap-nas and ontap-san share.
 type driver struct {
-	cfg    *BackendConfig
-	client *Client
+	cfg    *config.Backend
+	client *rest.Client
 	opts   Options
 
 	initProtocol func(context.Context) error
-	// lunSizes maps FlexVol names to LUN sizes (ontap-san only).
+	// lunSizes reads the size of the LUN in each FlexVol, by FlexVol name:
+	// the size of an ontap-san volume that records none. nil for ontap-nas.
 	lunSizes func(context.Context) (map[string]int64, error)
 
 	initMu sync.Mutex
 	// Set once ONTAP answered; derived from the SVM, never from volumes.
-	svm            *SVM
+	svm            *rest.SVM
 	pools          []backends.Pool
 	installationID string
 	backendUUID    string
@@ -114,7 +132,7 @@ func (d *driver) ready(ctx context.Context) error {
 	if svm.State != "" && svm.State != "running" {
 		return backends.Errorf(backends.ErrUnavailable, "backend %s: SVM %s is %s", d.Name(), svm.Name, svm.State)
 	}
-	if a := d.cfg.Aggregate; a != "" && !slices.ContainsFunc(svm.Aggregates, func(x SVMAggregate) bool { return x.Name == a }) {
+	if a := d.cfg.Aggregate; a != "" && !slices.ContainsFunc(svm.Aggregates, func(x rest.SVMAggregate) bool { return x.Name == a }) {
 		return backends.Errorf(backends.ErrUnavailable, "backend %s: aggregate %s is not assigned to SVM %s", d.Name(), a, svm.Name)
 	}
 	if d.initProtocol != nil {
@@ -132,219 +150,6 @@ func (d *driver) ready(ctx context.Context) error {
 	logrus.WithContext(ctx).WithFields(logrus.Fields{
 		"backend": d.Name(), "svm": svm.Name, "svmUUID": svm.UUID, "pools": len(d.pools),
 	}).Info("ONTAP backend connected")
-	return nil
-}
-
-// buildPools: virtual pools when the config has them, else one pool per
-// aggregate of the SVM, as Trident offers physical pools.
-func (d *driver) buildPools(svm *SVM) []backends.Pool {
-	var pools []backends.Pool
-	for _, vp := range d.cfg.Storage {
-		pt := "thin"
-		if vp.Defaults.SpaceReserve == "volume" {
-			pt = "thick"
-		}
-		pools = append(pools, backends.Pool{
-			Name: vp.Name, Labels: vp.Labels, Topologies: vp.SupportedTopologies, ProvisioningTypes: []string{pt},
-			Media: d.mediaOf(svm, d.cfg.Aggregate),
-		})
-	}
-	if len(pools) > 0 {
-		return pools
-	}
-	for _, a := range svm.Aggregates {
-		if d.cfg.Aggregate != "" && a.Name != d.cfg.Aggregate {
-			continue
-		}
-		pools = append(pools, backends.Pool{
-			Name: a.Name, Labels: d.cfg.Labels, Topologies: d.cfg.SupportedTopologies,
-			Media: d.mediaOf(svm, a.Name), ProvisioningTypes: []string{"thin", "thick"},
-		})
-	}
-	return pools
-}
-
-// mediaOf maps an aggregate's disk type to Trident's media attribute.
-func (d *driver) mediaOf(svm *SVM, aggr string) string {
-	for _, a := range svm.Aggregates {
-		if a.Name == aggr {
-			switch a.Type {
-			case "hdd", "ssd", "hybrid":
-				return a.Type
-			}
-		}
-	}
-	return ""
-}
-
-func (d *driver) Pools(ctx context.Context) ([]backends.Pool, error) {
-	if err := d.ready(ctx); err != nil {
-		return nil, err
-	}
-	return d.pools, nil
-}
-
-// poolDefaults returns the volume defaults of a pool: a virtual pool's own,
-// else the backend's.
-func (d *driver) poolDefaults(pool string) VolumeDefaults {
-	for _, vp := range d.cfg.Storage {
-		if vp.Name == pool {
-			return vp.Defaults
-		}
-	}
-	return d.cfg.Defaults
-}
-
-// poolTopologies returns where a pool's volumes are reachable from.
-func (d *driver) poolTopologies(pool string) []map[string]string {
-	for _, vp := range d.cfg.Storage {
-		if vp.Name == pool {
-			return vp.SupportedTopologies
-		}
-	}
-	return d.cfg.SupportedTopologies
-}
-
-func (d *driver) poolLabels(pool string) map[string]string {
-	for _, vp := range d.cfg.Storage {
-		if vp.Name == pool {
-			return vp.Labels
-		}
-	}
-	return d.cfg.Labels
-}
-
-// aggregateFor picks the aggregate of a new volume: the pool's own when the
-// pool is an aggregate, the configured one, else the SVM's aggregate with
-// the most free space.
-func (d *driver) aggregateFor(ctx context.Context, pool string) (string, error) {
-	if len(d.cfg.Storage) == 0 && pool != "" {
-		return pool, nil
-	}
-	if d.cfg.Aggregate != "" {
-		return d.cfg.Aggregate, nil
-	}
-	svm, err := d.client.SVM(ctx)
-	if err != nil {
-		return "", d.failure(err, "reading the aggregates of SVM %s", d.cfg.SVM)
-	}
-	best, avail := "", int64(-1)
-	for _, a := range svm.Aggregates {
-		if a.State != "" && a.State != "online" {
-			continue
-		}
-		if a.AvailableSize > avail {
-			best, avail = a.Name, a.AvailableSize
-		}
-	}
-	if best == "" {
-		return "", backends.Errorf(backends.ErrExhausted, "SVM %s has no online aggregate", d.cfg.SVM)
-	}
-	return best, nil
-}
-
-// checkAggregateLimit refuses to put grow more bytes on aggr when that
-// would take the aggregate's usage above limitAggregateUsage, as Trident
-// does: a thick volume counts its whole size, a thin one only what the
-// aggregate already holds. ErrExhausted lets the controller try the next
-// pool.
-func (d *driver) checkAggregateLimit(ctx context.Context, aggr, spaceReserve string, grow int64) error {
-	limit := d.cfg.LimitAggregateUsage
-	if limit <= 0 {
-		return nil
-	}
-	a, err := d.client.Aggregate(ctx, aggr)
-	if err != nil {
-		return d.failure(err, "reading aggregate %s", aggr)
-	}
-	if a.Size <= 0 {
-		return nil
-	}
-	used := a.Used
-	if spaceReserve == "volume" {
-		used += max(grow, 0)
-	}
-	if pct := float64(used) * 100 / float64(a.Size); pct > limit {
-		return backends.Errorf(backends.ErrExhausted, "aggregate %s would be %.1f%% used, above the backend's limitAggregateUsage of %g%%",
-			aggr, pct, limit)
-	}
-	return nil
-}
-
-// Capacity is the free space of the pool's aggregate (for a virtual pool
-// without a configured aggregate, the SVM's largest), capped by
-// limitAggregateUsage when it is set.
-func (d *driver) Capacity(ctx context.Context, pool string) (*backends.Capacity, error) {
-	if err := d.ready(ctx); err != nil {
-		return nil, err
-	}
-	svm, err := d.client.SVM(ctx)
-	if err != nil {
-		return nil, d.failure(err, "reading the aggregates of SVM %s", d.cfg.SVM)
-	}
-	want := d.cfg.Aggregate
-	if len(d.cfg.Storage) == 0 {
-		want = pool
-	}
-	c := &backends.Capacity{MaxVolumeSize: d.cfg.LimitVolumeSize}
-	for _, a := range svm.Aggregates {
-		if want != "" && a.Name != want {
-			continue
-		}
-		avail := a.AvailableSize
-		if d.cfg.LimitAggregateUsage > 0 {
-			aggr, err := d.client.Aggregate(ctx, a.Name)
-			if err != nil {
-				return nil, d.failure(err, "reading aggregate %s", a.Name)
-			}
-			allowed := int64(float64(aggr.Size)*d.cfg.LimitAggregateUsage/100) - aggr.Used
-			avail = max(0, min(avail, allowed))
-		}
-		c.Available = max(c.Available, avail)
-	}
-	return c, nil
-}
-
-// failure turns a client error into a backend error of the right kind,
-// saying what was being done.
-func (d *driver) failure(err error, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if kind := kindOf(err); kind != nil {
-		return backends.Errorf(kind, "%s: %w", msg, err)
-	}
-	return fmt.Errorf("%s: %w", msg, err)
-}
-
-// createFailure is failure for a create: ONTAP's "not found" there means
-// the request named something that does not exist (an export or snapshot
-// policy, an aggregate), which CSI calls an invalid argument.
-func (d *driver) createFailure(err error, format string, args ...any) error {
-	if ClassOf(err) == ClassNotFound {
-		return backends.Errorf(backends.ErrInvalid, "%s: %w", fmt.Sprintf(format, args...), err)
-	}
-	return d.failure(err, format, args...)
-}
-
-func kindOf(err error) error {
-	var e *Error
-	if errors.As(err, &e) {
-		msg := strings.ToLower(e.Message)
-		if strings.Contains(msg, "not enough space") || strings.Contains(msg, "insufficient space") {
-			return backends.ErrExhausted
-		}
-	}
-	switch ClassOf(err) {
-	case ClassNotFound:
-		return backends.ErrNotFound
-	case ClassAlreadyExists:
-		return backends.ErrAlreadyExists
-	case ClassInUse:
-		return backends.ErrInUse
-	case ClassInvalid:
-		return backends.ErrInvalid
-	case ClassThrottled, ClassAuth:
-		return backends.ErrUnavailable
-	}
 	return nil
 }
 
@@ -383,3 +188,13 @@ func (k *keyMutex) lock(ctx context.Context, key string) (func(), error) {
 		return nil, ctx.Err()
 	}
 }
+
+func (d *driver) protocol() backends.Protocol {
+	if d.cfg.StorageDriverName == config.DriverONTAPSAN {
+		return backends.ProtocolBlock
+	}
+	return backends.ProtocolFile
+}
+
+// Protocol implements backends.Backend.
+func (d *driver) Protocol() backends.Protocol { return d.protocol() }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
@@ -46,11 +48,11 @@ func simBackend(t *testing.T, driver string, simCfg ontapsim.Config, extra map[s
 		cfg[k] = v
 	}
 	data, _ := json.Marshal(cfg)
-	bc, err := ontap.ParseBackendConfig("test", data, t.TempDir())
+	bc, err := config.Parse("test", data, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ontap.NewBackend(bc, ontap.Options{Client: func(c *ontap.ClientConfig) {
+	b, err := ontap.NewBackend(bc, ontap.Options{Client: func(c *rest.ClientConfig) {
 		c.RetryBaseDelay, c.RetryMaxDelay, c.JobPollInitial, c.JobPollMax = time.Millisecond, 10*time.Millisecond, time.Millisecond, 10*time.Millisecond
 	}})
 	if err != nil {
@@ -110,7 +112,7 @@ func simVolume(t *testing.T, s *ontapsim.Simulator, name string) ontapsim.Volume
 }
 
 func TestNASCreateLayout(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, map[string]any{
+	b, s := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, map[string]any{
 		"autoExportPolicy": true, "labels": map[string]string{"team": "db"},
 		"defaults": map[string]any{"snapshotPolicy": "default", "snapshotReserve": "20", "unixPermissions": "0750"},
 	})
@@ -137,7 +139,7 @@ func TestNASCreateLayout(t *testing.T) {
 // Every publish reconciles the node's export rule, so a rule that drifted
 // or vanished on ONTAP is repaired (Trident #965, #1181).
 func TestNASPublishReconcilesExportRules(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, map[string]any{
+	b, s := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, map[string]any{
 		"autoExportPolicy": true, "autoExportCIDRs": []string{"10.0.0.0/8"},
 	})
 	ctx := ctxT(t)
@@ -153,18 +155,7 @@ func TestNASPublishReconcilesExportRules(t *testing.T) {
 		}
 		return pc
 	}
-	rules := func() []string {
-		p := policy(s, name)
-		if p == nil {
-			return nil
-		}
-		var out []string
-		for _, r := range p.Rules {
-			out = append(out, strings.Join(r.Clients, ",")+":"+strings.Join(r.RWRule, ","))
-		}
-		slices.Sort(out)
-		return out
-	}
+	rules := func() []string { return ruleSummary(s, name) }
 	pc := publish(node1)
 	// Exactly Trident's keys (no mountOptions: the backend sets none).
 	if want := map[string]string{"protocol": "file", "nfsPath": "/" + name, "nfsServerIp": s.Info().NFSLIFs[0]}; !maps.Equal(pc, want) {
@@ -179,11 +170,7 @@ func TestNASPublishReconcilesExportRules(t *testing.T) {
 
 	// Drift: an admin narrows the rule to read-only; the next publish
 	// repairs it.
-	p := policy(s, name)
-	if _, _, err := s.Do("PATCH", "/api/protocols/nfs/export-policies/"+itoa(p.ID)+"/rules/"+itoa(p.Rules[0].Index),
-		map[string]any{"rw_rule": []string{"never"}}); err != nil {
-		t.Fatal(err)
-	}
+	editFirstRule(t, s, name, "PATCH", map[string]any{"rw_rule": []string{"never"}})
 	publish(node1)
 	if got := rules(); !slices.Equal(got, []string{"10.1.1.1,10.1.1.2:any"}) {
 		t.Errorf("rules after repairing drift %v", got)
@@ -192,10 +179,7 @@ func TestNASPublishReconcilesExportRules(t *testing.T) {
 		t.Errorf("export_rules_repaired_total = %v, want 1", n)
 	}
 	// The rule vanishes; the next publish puts it back.
-	p = policy(s, name)
-	if _, _, err := s.Do("DELETE", "/api/protocols/nfs/export-policies/"+itoa(p.ID)+"/rules/"+itoa(p.Rules[0].Index), nil); err != nil {
-		t.Fatal(err)
-	}
+	editFirstRule(t, s, name, "DELETE", nil)
 	publish(node1)
 	publish(node2)
 	if got := rules(); !slices.Equal(got, []string{"10.1.1.1,10.1.1.2:any", "10.2.2.2:any"}) {
@@ -225,8 +209,33 @@ func TestNASPublishReconcilesExportRules(t *testing.T) {
 	}
 }
 
+// ruleSummary lists the rules of export policy name as "clients:rw_rule",
+// sorted; nil when the policy does not exist.
+func ruleSummary(s *ontapsim.Simulator, name string) []string {
+	p := policy(s, name)
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range p.Rules {
+		out = append(out, strings.Join(r.Clients, ",")+":"+strings.Join(r.RWRule, ","))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// editFirstRule changes the first rule of export policy name behind the
+// driver's back, as an admin would.
+func editFirstRule(t *testing.T, s *ontapsim.Simulator, name, method string, body any) {
+	t.Helper()
+	p := policy(s, name)
+	if _, _, err := s.Do(method, "/api/protocols/nfs/export-policies/"+itoa(p.ID)+"/rules/"+itoa(p.Rules[0].Index), body); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestNASStaticExportPolicy(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, map[string]any{"nfsMountOptions": "nfsvers=4.1"})
+	b, s := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, map[string]any{"nfsMountOptions": "nfsvers=4.1"})
 	vol := create(t, b, "pvc-s", gib, backends.AccessMount)
 	s.ResetStats()
 	pc, err := b.Publish(ctxT(t), vol, &backends.PublishRequest{Node: backends.Node{Name: "n1", IPs: []string{"10.0.0.1"}}})
@@ -247,7 +256,7 @@ func TestNASStaticExportPolicy(t *testing.T) {
 }
 
 func TestSANCreateLayout(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{}, map[string]any{"defaults": map[string]any{"fileSystemType": "xfs"}})
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, map[string]any{"defaults": map[string]any{"fileSystemType": "xfs"}})
 	vol := create(t, b, "pvc-l", 10*gib, backends.AccessMount)
 	v := simVolume(t, s, "trident_pvc_l")
 	luns := s.LUNs()
@@ -282,7 +291,7 @@ func TestSANCreateLayout(t *testing.T) {
 // Per-node igroups: created on the first publish, holding the node's IQN,
 // the LUN mapped only while published, the igroup gone with its last LUN.
 func TestSANPublishIgroupLifecycle(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{Nodes: 4}, nil)
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{Nodes: 4}, nil)
 	ctx := ctxT(t)
 	v1 := create(t, b, "pvc-1", gib, backends.AccessMount)
 	v2 := create(t, b, "pvc-2", gib, backends.AccessBlock)
@@ -359,7 +368,7 @@ func TestSANPublishRequests(t *testing.T) {
 		mapLUN    = "POST /api/protocols/san/lun-maps"
 		reporting = "GET /api/protocols/san/lun-maps/{lun.uuid}/{igroup.uuid}/reporting-nodes"
 	)
-	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{Nodes: 4}, nil)
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{Nodes: 4}, nil)
 	ctx := ctxT(t)
 	v1 := create(t, b, "pvc-1", gib, backends.AccessMount)
 	v2 := create(t, b, "pvc-2", gib, backends.AccessMount)
@@ -406,7 +415,7 @@ func TestSANPublishRequests(t *testing.T) {
 }
 
 func TestSANCHAP(t *testing.T) {
-	b, _ := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{}, map[string]any{
+	b, _ := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, map[string]any{
 		"useCHAP": true, "chapUsername": "in", "chapInitiatorSecret": "secret-in-123",
 		"chapTargetUsername": "out", "chapTargetInitiatorSecret": "secret-out-456",
 	})
@@ -432,7 +441,7 @@ func TestSANCHAP(t *testing.T) {
 // An interrupted create (the LUN failed after the FlexVol was made) is
 // reported incomplete and completed by the next create.
 func TestSANCreateResumes(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPSAN, ontapsim.Config{}, nil)
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, nil)
 	ctx := ctxT(t)
 	s.SetFaults([]ontapsim.FaultRule{{Method: "POST", Path: "/storage/luns", Rate: 1, Kind: ontapsim.FaultJob, Code: 5374124, Limit: 1}})
 	req := &backends.CreateRequest{Name: "pvc-r", Pool: "aggr1", SizeBytes: gib, AccessType: backends.AccessMount}
@@ -452,9 +461,9 @@ func TestSANCreateResumes(t *testing.T) {
 }
 
 func TestSnapshotsAndClones(t *testing.T) {
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
-			b, s := simBackend(t, driver, ontapsim.Config{}, map[string]any{"autoExportPolicy": driver == ontap.DriverONTAPNAS})
+			b, s := simBackend(t, driver, ontapsim.Config{}, map[string]any{"autoExportPolicy": driver == config.DriverONTAPNAS})
 			ctx := ctxT(t)
 			src := create(t, b, "pvc-src", gib, backends.AccessMount)
 			snap, err := b.CreateSnapshot(ctx, src, "snapshot-1")
@@ -477,7 +486,7 @@ func TestSnapshotsAndClones(t *testing.T) {
 			if cv.CloneParent != "trident_pvc_src" || clone.SourceSnapshotID != "pvc-src/snapshot-1" {
 				t.Errorf("clone %+v", cv)
 			}
-			if driver == ontap.DriverONTAPNAS && (cv.JunctionPath != "/trident_pvc_clone" || cv.ExportPolicy != "trident_empty") {
+			if driver == config.DriverONTAPNAS && (cv.JunctionPath != "/trident_pvc_clone" || cv.ExportPolicy != "trident_empty") {
 				t.Errorf("clone kept its parent's junction or policy: %+v", cv)
 			}
 			if got := lookup(t, b, "pvc-clone"); got.SizeBytes != 2*gib || got.SourceSnapshotID != "pvc-src/snapshot-1" {
@@ -524,7 +533,7 @@ func TestSnapshotsAndClones(t *testing.T) {
 // Two CSI names that map to one ONTAP name ("pvc-a" and "pvc.a") are two
 // volumes: the second cannot take the first's FlexVol.
 func TestNameCollision(t *testing.T) {
-	b, _ := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, nil)
+	b, _ := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, nil)
 	create(t, b, "pvc-a", gib, backends.AccessMount)
 	if _, err := b.Volume(ctxT(t), "pvc.a"); !errors.Is(err, backends.ErrNotFound) {
 		t.Errorf("lookup of the other name: %v, want ErrNotFound", err)
@@ -536,7 +545,7 @@ func TestNameCollision(t *testing.T) {
 }
 
 func TestLongAndUnusualNames(t *testing.T) {
-	b, s := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{}, nil)
+	b, s := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, nil)
 	for _, name := range []string{
 		strings.Repeat("a-", 100) + "z", // 201 characters: too long for ONTAP with the prefix
 		"ünïcode name with spaces",
@@ -562,7 +571,7 @@ func TestLongAndUnusualNames(t *testing.T) {
 }
 
 func TestCapacityAndPools(t *testing.T) {
-	b, _ := simBackend(t, ontap.DriverONTAPNAS, ontapsim.Config{AggregateSize: 100 * gib}, map[string]any{
+	b, _ := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{AggregateSize: 100 * gib}, map[string]any{
 		"limitVolumeSize": "50Gi",
 		"storage": []any{
 			map[string]any{"labels": map[string]string{"tier": "gold"}, "defaults": map[string]any{"spaceReserve": "volume"}},
@@ -591,12 +600,12 @@ func TestUnreachableONTAP(t *testing.T) {
 		"version": 1, "storageDriverName": "ontap-nas", "managementLIF": "127.0.0.1:1", "svm": "svm0",
 		"username": "u", "password": "p",
 	})
-	cfg, err := ontap.ParseBackendConfig("test", data, t.TempDir())
+	cfg, err := config.Parse("test", data, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Starting never needs ONTAP.
-	b, err := ontap.NewBackend(cfg, ontap.Options{Client: func(c *ontap.ClientConfig) {
+	b, err := ontap.NewBackend(cfg, ontap.Options{Client: func(c *rest.ClientConfig) {
 		c.MaxAttempts, c.RetryBaseDelay = 1, time.Millisecond
 	}})
 	if err != nil {
@@ -637,7 +646,7 @@ func repairs(t *testing.T, backend string) float64 {
 func TestNarrowedTopologyIsRemembered(t *testing.T) {
 	zoneA := map[string]string{"topology.kubernetes.io/zone": "a"}
 	zoneB := map[string]string{"topology.kubernetes.io/zone": "b"}
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
 			b, _ := simBackend(t, driver, ontapsim.Config{}, map[string]any{
 				"supportedTopologies": []map[string]string{zoneA, zoneB},
@@ -708,7 +717,7 @@ func lunID(t *testing.T, s *ontapsim.Simulator, lun, igroup string) int {
 // twice (ONTAP refuses a second split of a volume that is no clone).
 func TestSplitOnClone(t *testing.T) {
 	split := true
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
 			b, s := simBackend(t, driver, ontapsim.Config{}, nil)
 			ctx := ctxT(t)
@@ -744,7 +753,7 @@ func TestSplitOnClone(t *testing.T) {
 // whole size, a thin one only the space the aggregate already holds. The
 // controller reads ErrExhausted as "try the next pool".
 func TestLimitAggregateUsage(t *testing.T) {
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
 			b, s := simBackend(t, driver, ontapsim.Config{AggregateSize: 100 * gib}, map[string]any{
 				"limitAggregateUsage": "50%", "defaults": map[string]any{"snapshotReserve": "0"},
@@ -755,9 +764,7 @@ func TestLimitAggregateUsage(t *testing.T) {
 				t.Fatal(err)
 			}
 			mk := func(name string, size int64, reserve string) error {
-				_, err := b.CreateVolume(ctx, &backends.CreateRequest{Name: name, Pool: pools[0].Name, SizeBytes: size,
-					AccessType: backends.AccessMount, Options: backends.VolumeOptions{SpaceReserve: reserve}})
-				return err
+				return createIn(ctx, b, pools[0].Name, name, size, reserve)
 			}
 			if err := mk("pvc-thick-1", 30*gib, "volume"); err != nil {
 				t.Fatalf("thick volume within the limit: %v", err)
@@ -786,6 +793,53 @@ func TestLimitAggregateUsage(t *testing.T) {
 			}
 			if _, err := b.ExpandVolume(ctx, lookup(t, b, "pvc-thin"), 90*gib); err != nil {
 				t.Errorf("thin expansion: %v", err)
+			}
+		})
+	}
+}
+
+// createIn creates a filesystem volume in pool with the given spaceReserve.
+func createIn(ctx context.Context, b backends.Backend, pool, name string, size int64, reserve string) error {
+	_, err := b.CreateVolume(ctx, &backends.CreateRequest{Name: name, Pool: pool, SizeBytes: size,
+		AccessType: backends.AccessMount, Options: backends.VolumeOptions{SpaceReserve: reserve}})
+	return err
+}
+
+// A thick volume, or a growth, that its aggregate cannot hold is
+// ErrExhausted, which the controller reads as "try the next pool". ONTAP
+// fails it with no code of its own (its job fails with a generic code and
+// a text), so the driver asks the aggregate; a thin volume of the same
+// size is no such failure.
+func TestFullAggregateIsExhausted(t *testing.T) {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
+		t.Run(driver, func(t *testing.T) {
+			b, s := simBackend(t, driver, ontapsim.Config{AggregateSize: 20 * gib}, map[string]any{
+				"defaults": map[string]any{"snapshotReserve": "0"},
+			})
+			ctx := ctxT(t)
+			pools, err := b.Pools(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := pools[0].Name
+			if err := createIn(ctx, b, pool, "pvc-big", 30*gib, "volume"); !errors.Is(err, backends.ErrExhausted) {
+				t.Fatalf("thick volume larger than the aggregate: %v, want ErrExhausted", err)
+			}
+			if _, ok := s.Volume("trident_pvc_big"); ok {
+				t.Fatal("the failed create left an ONTAP volume")
+			}
+			if err := createIn(ctx, b, pool, "pvc-thick", 5*gib, "volume"); err != nil {
+				t.Fatalf("thick volume that fits: %v", err)
+			}
+			before := simVolume(t, s, "trident_pvc_thick")
+			if _, err := b.ExpandVolume(ctx, lookup(t, b, "pvc-thick"), 40*gib); !errors.Is(err, backends.ErrExhausted) {
+				t.Errorf("thick expansion beyond the aggregate: %v, want ErrExhausted", err)
+			}
+			if after := simVolume(t, s, "trident_pvc_thick"); after.Size != before.Size {
+				t.Errorf("the failed expansion changed the size: %d → %d", before.Size, after.Size)
+			}
+			if err := createIn(ctx, b, pool, "pvc-thin", 30*gib, "none"); err != nil {
+				t.Fatalf("thin volume larger than the aggregate: %v", err)
 			}
 		})
 	}

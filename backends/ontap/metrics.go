@@ -5,29 +5,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// Labels carry the endpoint template ("POST /storage/volumes",
-// "GET /cluster/jobs/{uuid}"), never a UUID or name, so cardinality stays
-// bounded by the number of endpoints the client knows.
-var (
-	requestDuration = promauto.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "ontap_csi",
-		Subsystem: "ontap",
-		Name:      "request_duration_seconds",
-		Help:      "Duration of HTTP requests to ONTAP, per attempt, by endpoint.",
-		Buckets:   []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
-	}, []string{"endpoint"})
-
-	errorsTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "ontap_csi",
-		Subsystem: "ontap",
-		Name:      "request_errors_total",
-		Help:      "ONTAP calls that failed after retries, by endpoint and error class.",
-	}, []string{"endpoint", "class"})
-
-	retriesTotal = promauto.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "ontap_csi",
-		Subsystem: "ontap",
-		Name:      "request_retries_total",
-		Help:      "ONTAP requests retried, by endpoint and reason (429, 503, connection).",
-	}, []string{"endpoint", "reason"})
-)
+// driftedRules counts export rules that a publish found changed on ONTAP
+// (other clients or access than the driver grants) and replaced (Trident
+// #965, #1181). A rule that is simply missing is added without counting:
+// statelessly, a vanished rule cannot be told from a node's first publish.
+// A rising count means something else edits the policies.
+var driftedRules = promauto.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "ontap_csi",
+	Name:      "export_rules_repaired_total",
+	Help:      "Export rules that ControllerPublishVolume found drifted on ONTAP and replaced, by backend.",
+}, []string{"backend"})

@@ -2,14 +2,11 @@ package ontap
 
 import (
 	"context"
-	"net/netip"
-	"slices"
 	"strings"
 	"sync"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
 // nasDriver is ontap-nas: a FlexVol per volume, exported over NFS.
@@ -31,7 +28,7 @@ func (n *nasDriver) init(ctx context.Context) error {
 		n.nfsServer = strings.Trim(n.cfg.DataLIF, "[]")
 		return nil
 	}
-	lifs, err := n.client.DataLIFs(ctx, ServiceDataNFS)
+	lifs, err := n.client.DataLIFs(ctx, rest.ServiceDataNFS)
 	if err != nil {
 		return backends.Errorf(backends.ErrUnavailable, "backend %s: listing NFS data LIFs: %w", n.Name(), err)
 	}
@@ -53,11 +50,6 @@ func (n *nasDriver) Volume(ctx context.Context, id string) (*backends.Volume, er
 	bv := n.toVolume(id, v, meta, v.Size*int64(100-v.SnapshotReservePercent)/100)
 	bv.Incomplete = partial
 	return bv, nil
-}
-
-// ListVolumes implements backends.Backend.
-func (n *nasDriver) ListVolumes(ctx context.Context) ([]*backends.Volume, error) {
-	return n.listVolumes(ctx, n.lunSizes)
 }
 
 // autoPolicy reports whether the driver manages a volume's export policy.
@@ -89,7 +81,7 @@ func (n *nasDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 		}
 	}
 	v, err := n.create(ctx, req, s, comment, policy)
-	if err != nil && n.autoPolicy(req.Options) && IsNotFound(err) {
+	if err != nil && n.autoPolicy(req.Options) && rest.IsNotFound(err) {
 		// The empty policy was deleted behind our back: make it again.
 		n.emptyPolicyMu.Lock()
 		n.emptyPolicyOK = false
@@ -105,7 +97,7 @@ func (n *nasDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 	return n.toVolume(req.Name, v, meta, req.SizeBytes), nil
 }
 
-func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *settings, comment, policy string) (*Volume, error) {
+func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *settings, comment, policy string) (*rest.Volume, error) {
 	if req.Source != nil {
 		v, err := n.cloneFlexVol(ctx, req, s)
 		if err != nil {
@@ -114,7 +106,7 @@ func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *
 		return v, n.finishClone(ctx, v, req, comment, policy)
 	}
 	name := n.volumeName(req.Name)
-	return n.createFlexVol(ctx, req, VolumeCreate{
+	return n.createFlexVol(ctx, req, rest.VolumeCreate{
 		Name: name, Size: flexVolSize(req.SizeBytes, s.snapshotReserve, 1),
 		SpaceReserve: s.SpaceReserve, SnapshotPolicy: s.SnapshotPolicy, SnapshotReservePercent: &s.snapshotReserve,
 		SnapshotDirAccess: &s.SnapshotDir, UnixPermissions: s.UnixPermissions, ExportPolicy: policy,
@@ -125,8 +117,8 @@ func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *
 
 // finishClone gives a FlexClone its own record, junction and export policy
 // (it inherits its parent's), and its requested size, in one PATCH.
-func (n *nasDriver) finishClone(ctx context.Context, v *Volume, req *backends.CreateRequest, comment, policy string) error {
-	m := VolumeModify{}
+func (n *nasDriver) finishClone(ctx context.Context, v *rest.Volume, req *backends.CreateRequest, comment, policy string) error {
+	m := rest.VolumeModify{}
 	if v.Comment != comment {
 		m.Comment = &comment
 	}
@@ -139,7 +131,7 @@ func (n *nasDriver) finishClone(ctx context.Context, v *Volume, req *backends.Cr
 	if size := flexVolSize(req.SizeBytes, v.SnapshotReservePercent, 1); size > v.Size {
 		m.Size = &size
 	}
-	if m == (VolumeModify{}) {
+	if m == (rest.VolumeModify{}) {
 		return nil
 	}
 	if err := n.client.ModifyVolume(ctx, v.UUID, m); err != nil {
@@ -148,56 +140,11 @@ func (n *nasDriver) finishClone(ctx context.Context, v *Volume, req *backends.Cr
 	return nil
 }
 
-func (n *nasDriver) ensureEmptyPolicy(ctx context.Context) error {
-	n.emptyPolicyMu.Lock()
-	defer n.emptyPolicyMu.Unlock()
-	if n.emptyPolicyOK {
-		return nil
-	}
-	name := emptyPolicyName(n.cfg.StoragePrefix)
-	if _, err := n.ensurePolicy(ctx, name); err != nil {
-		return err
-	}
-	n.emptyPolicyOK = true
-	return nil
-}
-
-// ensurePolicy returns the export policy called name, creating it empty.
-func (n *nasDriver) ensurePolicy(ctx context.Context, name string) (*ExportPolicy, error) {
-	p, err := n.client.GetExportPolicy(ctx, name)
-	if err == nil {
-		return p, nil
-	}
-	if !IsNotFound(err) {
-		return nil, n.failure(err, "reading export policy %s", name)
-	}
-	p, err = n.client.CreateExportPolicy(ctx, name)
-	if IsAlreadyExists(err) { // made concurrently
-		p, err = n.client.GetExportPolicy(ctx, name)
-	}
-	if err != nil {
-		return nil, n.failure(err, "creating export policy %s", name)
-	}
-	return p, nil
-}
-
 // ExpandVolume grows the FlexVol so that size bytes stay usable beside the
 // snapshot reserve, and records the new size, in one PATCH.
 func (n *nasDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size int64) (*backends.Volume, error) {
-	h := handleOf(vol)
-	comment, err := n.recordSize(vol.ID, h, size)
-	if err != nil {
+	if err := n.resizeFlexVol(ctx, vol, size, 1); err != nil {
 		return nil, err
-	}
-	m := VolumeModify{Comment: &comment}
-	if want := flexVolSize(size, h.vol.SnapshotReservePercent, 1); want > h.vol.Size {
-		if err := n.checkGrowth(ctx, h.vol, want); err != nil {
-			return nil, err
-		}
-		m.Size = &want
-	}
-	if err := n.client.ModifyVolume(ctx, h.vol.UUID, m); err != nil {
-		return nil, n.failure(err, "resizing volume %s", vol.ID)
 	}
 	out := *vol
 	out.SizeBytes = size
@@ -214,255 +161,4 @@ func (n *nasDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) erro
 		}
 	}
 	return n.deleteFlexVol(ctx, vol)
-}
-
-func (n *nasDriver) dropOwnPolicy(ctx context.Context, vol *backends.Volume) error {
-	v := handleOf(vol).vol
-	p, err := n.client.GetExportPolicy(ctx, v.Name)
-	if IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return n.failure(err, "reading export policy %s", v.Name)
-	}
-	if v.ExportPolicy == p.Name {
-		if err := n.ensureEmptyPolicy(ctx); err != nil {
-			return err
-		}
-		if err := n.applyPolicy(ctx, vol, emptyPolicyName(n.cfg.StoragePrefix)); err != nil {
-			return err
-		}
-	}
-	if err := n.client.DeleteExportPolicy(ctx, p.ID); err != nil && !IsNotFound(err) {
-		return n.failure(err, "deleting export policy %s", p.Name)
-	}
-	return nil
-}
-
-// Publish gives the node NFS access and returns Trident's publish_context.
-//
-// With autoExportPolicy each volume has its own policy, named after the
-// FlexVol, holding one rule per published node whose clients are the
-// node's addresses within autoExportCIDRs. The rule is reconciled on every
-// publish: a rule that drifted (other clients, other access) or vanished is
-// replaced, so access lost on ONTAP is repaired by the next attach (Trident
-// #965, #1181). A volume still on Trident's per-backend policy keeps it, and
-// the node's rule is ensured there. A policy chosen by the admin (static,
-// or the StorageClass's exportPolicy) is left alone.
-func (n *nasDriver) Publish(ctx context.Context, vol *backends.Volume, req *backends.PublishRequest) (map[string]string, error) {
-	h := handleOf(vol)
-	v := h.vol
-	if v.JunctionPath == "" {
-		path := "/" + v.Name
-		if err := n.client.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: &path}); err != nil {
-			return nil, n.failure(err, "mounting volume %s at %s", vol.ID, path)
-		}
-		v.JunctionPath = path
-	}
-	if n.cfg.AutoExportPolicy {
-		if err := n.grantAccess(ctx, vol, &req.Node); err != nil {
-			return nil, err
-		}
-	}
-	pc := map[string]string{
-		"protocol":    string(backends.ProtocolFile),
-		"nfsServerIp": n.nfsServer,
-		"nfsPath":     v.JunctionPath,
-	}
-	opts := n.cfg.NFSMountOptions
-	if len(req.MountOptions) > 0 {
-		opts = strings.Join(req.MountOptions, ",")
-	}
-	if opts != "" {
-		pc["mountOptions"] = opts
-	}
-	return pc, nil
-}
-
-func (n *nasDriver) grantAccess(ctx context.Context, vol *backends.Volume, node *backends.Node) error {
-	v := handleOf(vol).vol
-	own, empty := v.Name, emptyPolicyName(n.cfg.StoragePrefix)
-	var policyName string
-	switch {
-	case v.ExportPolicy == own || v.ExportPolicy == empty:
-		policyName = own
-	case legacyBackendPolicyRE.MatchString(v.ExportPolicy):
-		policyName = v.ExportPolicy
-	default:
-		return nil
-	}
-	clients := n.nodeClients(node)
-	if len(clients) == 0 {
-		return backends.Errorf(backends.ErrInvalid, "node %s has no address within autoExportCIDRs %v (addresses %v)",
-			node.Name, n.cfg.AutoExportCIDRs, node.IPs)
-	}
-	if v.ExportPolicy == empty {
-		// First publish: the volume's own policy is normally absent, so
-		// create it and its rule without reading first.
-		policy, err := n.client.CreateExportPolicy(ctx, policyName)
-		if err == nil {
-			// "Already exists" means an identical rule: an earlier attempt
-			// of this publish, cut short, added it.
-			if _, err := n.client.AddExportRule(ctx, policy.ID, ExportRule{Clients: clients}); err != nil && !IsAlreadyExists(err) {
-				return n.failure(err, "adding a rule for node %s to export policy %s", node.Name, policyName)
-			}
-			return n.applyPolicy(ctx, vol, policyName)
-		}
-		if !IsAlreadyExists(err) {
-			return n.failure(err, "creating export policy %s", policyName)
-		}
-	}
-	policy, err := n.ensurePolicy(ctx, policyName)
-	if err != nil {
-		return err
-	}
-	if err := n.reconcileRule(ctx, policy, node.Name, clients); err != nil {
-		return err
-	}
-	return n.applyPolicy(ctx, vol, policyName)
-}
-
-// applyPolicy puts the volume on the export policy.
-func (n *nasDriver) applyPolicy(ctx context.Context, vol *backends.Volume, policyName string) error {
-	v := handleOf(vol).vol
-	if v.ExportPolicy != policyName {
-		if err := n.client.ModifyVolume(ctx, v.UUID, VolumeModify{ExportPolicy: &policyName}); err != nil {
-			return n.failure(err, "applying export policy %s to volume %s", policyName, vol.ID)
-		}
-		v.ExportPolicy = policyName
-	}
-	return nil
-}
-
-// nodeClients are the node's addresses admitted by autoExportCIDRs.
-func (n *nasDriver) nodeClients(node *backends.Node) []string {
-	var out []string
-	for _, ip := range node.IPs {
-		addr, err := netip.ParseAddr(strings.TrimSpace(ip))
-		if err != nil {
-			continue
-		}
-		addr = addr.Unmap()
-		for _, cidr := range n.cfg.AutoExportCIDRs {
-			if cidr.Contains(addr) {
-				out = append(out, addr.String())
-				break
-			}
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// reconcileRule makes the policy hold exactly one rule for the node: clients
-// = its addresses, NFS, read-write, root squash off (Trident's rule).
-func (n *nasDriver) reconcileRule(ctx context.Context, policy *ExportPolicy, node string, clients []string) error {
-	rules, err := n.client.ListExportRules(ctx, policy.ID)
-	if err != nil {
-		return n.failure(err, "reading the rules of export policy %s", policy.Name)
-	}
-	found, drifted := false, false
-	for _, r := range rules {
-		if !overlaps(r.Clients, clients) {
-			continue
-		}
-		if !found && sameSet(r.Clients, clients) && tridentRule(r) {
-			found = true
-			continue
-		}
-		logrus.WithContext(ctx).WithFields(logrus.Fields{"policy": policy.Name, "node": node, "clients": r.Clients, "index": r.Index}).
-			Warn("replacing an export rule that drifted")
-		drifted = true
-		if err := n.client.DeleteExportRule(ctx, policy.ID, r.Index); err != nil && !IsNotFound(err) {
-			return n.failure(err, "removing rule %d of export policy %s", r.Index, policy.Name)
-		}
-	}
-	if found {
-		return nil
-	}
-	if _, err := n.client.AddExportRule(ctx, policy.ID, ExportRule{Clients: clients}); err != nil && !IsAlreadyExists(err) {
-		return n.failure(err, "adding a rule for node %s to export policy %s", node, policy.Name)
-	}
-	if drifted {
-		driftedRules.WithLabelValues(n.Name()).Inc()
-	}
-	return nil
-}
-
-// tridentRule reports whether a rule grants what Trident's rules grant.
-func tridentRule(r ExportRule) bool {
-	is := func(v []string, want ...string) bool {
-		return len(v) == 1 && slices.Contains(want, v[0])
-	}
-	return is(r.Protocols, "nfs", "any") && is(r.RORule, "any") && is(r.RWRule, "any") && is(r.Superuser, "any")
-}
-
-func overlaps(a, b []string) bool {
-	for _, x := range a {
-		if slices.Contains(b, x) {
-			return true
-		}
-	}
-	return false
-}
-
-// Unpublish removes the node's rule from the volume's own policy. When no
-// node is left, the volume goes back to the empty policy and its policy is
-// deleted. A node that is no longer registered has unknown addresses: its
-// rule stays until the volume's last unpublish or its deletion. Trident's
-// per-backend policy is shared by all volumes, so it is never trimmed here.
-func (n *nasDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeName string, node *backends.Node) error {
-	if !n.cfg.AutoExportPolicy {
-		return nil
-	}
-	v := handleOf(vol).vol
-	if v.ExportPolicy != v.Name {
-		return nil
-	}
-	policy, err := n.client.GetExportPolicy(ctx, v.Name)
-	if IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return n.failure(err, "reading export policy %s", v.Name)
-	}
-	rules, err := n.client.ListExportRules(ctx, policy.ID)
-	if err != nil {
-		return n.failure(err, "reading the rules of export policy %s", policy.Name)
-	}
-	var clients []string
-	switch {
-	case node != nil:
-		clients = n.nodeClients(node)
-	case nodeName != "":
-		logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": vol.ID, "node": nodeName}).
-			Warn("node is not registered: its export rule cannot be identified and stays until the volume's last unpublish")
-		return nil
-	}
-	remaining := 0
-	for _, r := range rules {
-		if nodeName != "" && !overlaps(r.Clients, clients) {
-			remaining++
-			continue
-		}
-		if err := n.client.DeleteExportRule(ctx, policy.ID, r.Index); err != nil && !IsNotFound(err) {
-			return n.failure(err, "removing rule %d of export policy %s", r.Index, policy.Name)
-		}
-	}
-	if remaining > 0 {
-		return nil
-	}
-	if err := n.ensureEmptyPolicy(ctx); err != nil {
-		return err
-	}
-	empty := emptyPolicyName(n.cfg.StoragePrefix)
-	if err := n.client.ModifyVolume(ctx, v.UUID, VolumeModify{ExportPolicy: &empty}); err != nil {
-		return n.failure(err, "applying export policy %s to volume %s", empty, vol.ID)
-	}
-	// 1703945: another volume uses the policy (someone applied it by
-	// hand); it stays until this volume is deleted.
-	if err := n.client.DeleteExportPolicy(ctx, policy.ID); err != nil && !IsNotFound(err) && !hasCode(err, "1703945") {
-		return n.failure(err, "deleting export policy %s", policy.Name)
-	}
-	return nil
 }

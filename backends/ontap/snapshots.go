@@ -2,172 +2,126 @@ package ontap
 
 import (
 	"context"
-	"net/http"
-	"net/url"
-	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
-// Snapshot is a volume snapshot.
-type Snapshot struct {
-	UUID       string
-	Name       string
-	CreateTime time.Time
+// snapshotHandle is a driver's backends.Snapshot.Handle.
+type snapshotHandle struct {
+	volume *backends.Volume // carries the FlexVol's handle
+	uuid   string
 }
 
-type snapshotWire struct {
-	UUID       string `json:"uuid"`
-	Name       string `json:"name"`
-	CreateTime string `json:"create_time"`
-}
+// SnapshotName implements backends.Backend.
+func (d *driver) SnapshotName(csiName string) string { return snapshotName(csiName) }
 
-func (w *snapshotWire) snapshot() Snapshot {
-	s := Snapshot{UUID: w.UUID, Name: w.Name}
-	// ONTAP writes ISO-8601 with an offset; a value we cannot read leaves
-	// the zero time rather than failing the whole listing.
-	if t, err := time.Parse(time.RFC3339, w.CreateTime); err == nil {
-		s.CreateTime = t
+// CreateSnapshot takes an ONTAP snapshot of the FlexVol (for ontap-san the
+// LUN with it), or returns the one an earlier attempt took.
+func (d *driver) CreateSnapshot(ctx context.Context, vol *backends.Volume, name string) (*backends.Snapshot, error) {
+	h := handleOf(vol)
+	sn := snapshotName(name)
+	if err := d.client.CreateSnapshot(ctx, h.vol.UUID, sn); err != nil && !rest.IsAlreadyExists(err) {
+		return nil, d.createFailure(err, "taking snapshot %s of volume %s", sn, vol.ID)
 	}
-	return s
+	s, err := d.client.GetSnapshot(ctx, h.vol.UUID, sn)
+	if err != nil {
+		return nil, d.failure(err, "reading snapshot %s of volume %s", sn, vol.ID)
+	}
+	return d.toSnapshot(vol, s), nil
 }
 
-func snapshotsPath(volumeUUID, endpoint string) (string, error) {
-	p, err := instancePath("/storage/volumes/", volumeUUID, endpoint)
-	if err != nil {
-		return "", err
+// toSnapshot describes an ONTAP snapshot. ONTAP snapshots are usable as
+// soon as they exist; a volume restored from one has the volume's size.
+func (d *driver) toSnapshot(vol *backends.Volume, s *rest.Snapshot) *backends.Snapshot {
+	return &backends.Snapshot{
+		Name: s.Name, VolumeID: vol.ID, CreatedAt: s.CreateTime, SizeBytes: vol.SizeBytes, Ready: true,
+		Handle: &snapshotHandle{volume: vol, uuid: s.UUID},
 	}
-	return p + "/snapshots", nil
 }
 
-// CreateSnapshot takes a snapshot of a volume (an asynchronous job). Errors
-// as for CreateVolume.
-func (c *Client) CreateSnapshot(ctx context.Context, volumeUUID, name string) error {
-	const endpoint = "/storage/volumes/{uuid}/snapshots"
-	path, err := snapshotsPath(volumeUUID, "POST "+endpoint)
-	if err != nil {
-		return err
-	}
-	svm, err := c.svm(ctx)
-	if err != nil {
-		return err
-	}
-	body := map[string]any{"name": name, "svm": nameRef{UUID: svm}}
-	err = c.mutate(ctx, http.MethodPost, endpoint, path, nil, body, nil)
-	return c.resolveCreate(ctx, err, func(ctx context.Context) error {
-		_, err := c.GetSnapshot(ctx, volumeUUID, name)
-		return err
-	})
-}
-
-// GetSnapshot returns a volume's snapshot by name; NotFound if absent.
-func (c *Client) GetSnapshot(ctx context.Context, volumeUUID, name string) (*Snapshot, error) {
-	snaps, err := c.listSnapshots(ctx, volumeUUID, url.Values{"name": {queryLiteral(name)}})
-	if err != nil {
+// Snapshots implements backends.Backend. Listing by name across volumes
+// takes one request (ONTAP's bulk snapshot endpoint); the volumes are read
+// only when there is a snapshot to report.
+func (d *driver) Snapshots(ctx context.Context, f backends.SnapshotFilter) ([]*backends.Snapshot, error) {
+	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}
-	if len(snaps) == 0 {
-		return nil, notFound("/storage/volumes/{uuid}/snapshots", "snapshot", name)
-	}
-	return &snaps[0], nil
-}
-
-// ListSnapshots returns all snapshots of a volume.
-func (c *Client) ListSnapshots(ctx context.Context, volumeUUID string) ([]Snapshot, error) {
-	return c.listSnapshots(ctx, volumeUUID, url.Values{})
-}
-
-func (c *Client) listSnapshots(ctx context.Context, volumeUUID string, q url.Values) ([]Snapshot, error) {
-	const endpoint = "/storage/volumes/{uuid}/snapshots"
-	path, err := snapshotsPath(volumeUUID, "GET "+endpoint)
-	if err != nil {
-		return nil, err
-	}
-	q.Set("fields", "uuid,name,create_time")
-	recs, err := list[snapshotWire](ctx, c, endpoint, path, q)
-	if err != nil {
-		return nil, err
-	}
-	snaps := make([]Snapshot, 0, len(recs))
-	for i := range recs {
-		snaps = append(snaps, recs[i].snapshot())
-	}
-	return snaps, nil
-}
-
-// VolumeSnapshot is a snapshot with the volume it belongs to.
-type VolumeSnapshot struct {
-	Snapshot
-	VolumeName string
-	VolumeUUID string
-}
-
-// ListAllSnapshots lists the snapshots of the SVM's volumes whose names
-// start with volumePrefix, only those called name when name is set. It
-// uses ONTAP's bulk endpoint, /storage/volumes/*/snapshots, in one request;
-// where that endpoint is missing it reads the volumes one by one.
-func (c *Client) ListAllSnapshots(ctx context.Context, volumePrefix, name string) ([]VolumeSnapshot, error) {
-	const endpoint = "/storage/volumes/*/snapshots"
-	svm, err := c.svm(ctx)
-	if err != nil {
-		return nil, err
-	}
-	q := url.Values{
-		"svm.uuid":    {svm},
-		"volume.name": {queryLiteral(volumePrefix) + "*"},
-		"fields":      {"uuid,name,create_time,volume.name,volume.uuid"},
-	}
-	if name != "" {
-		q.Set("name", queryLiteral(name))
-	}
-	type wire struct {
-		snapshotWire
-		Volume nameRef `json:"volume"`
-	}
-	recs, err := list[wire](ctx, c, endpoint, endpoint, q)
-	if err == nil {
-		out := make([]VolumeSnapshot, 0, len(recs))
-		for i := range recs {
-			out = append(out, VolumeSnapshot{Snapshot: recs[i].snapshot(), VolumeName: recs[i].Volume.Name, VolumeUUID: recs[i].Volume.UUID})
+	if f.Volume != nil {
+		h := handleOf(f.Volume)
+		if f.Name != "" {
+			s, err := d.client.GetSnapshot(ctx, h.vol.UUID, f.Name)
+			if rest.IsNotFound(err) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, d.failure(err, "reading snapshot %s of volume %s", f.Name, f.Volume.ID)
+			}
+			return []*backends.Snapshot{d.toSnapshot(f.Volume, s)}, nil
+		}
+		snaps, err := d.client.ListSnapshots(ctx, h.vol.UUID)
+		if err != nil {
+			return nil, d.failure(err, "listing the snapshots of volume %s", f.Volume.ID)
+		}
+		out := make([]*backends.Snapshot, 0, len(snaps))
+		for i := range snaps {
+			out = append(out, d.toSnapshot(f.Volume, &snaps[i]))
 		}
 		return out, nil
 	}
-	if !IsNotFound(err) && !IsInvalid(err) {
-		return nil, err
+	recs, err := d.client.ListAllSnapshots(ctx, tridentName(d.cfg.StoragePrefix), f.Name)
+	if err != nil {
+		return nil, d.failure(err, "listing snapshots")
 	}
-	vols, err := c.ListVolumes(ctx, volumePrefix)
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	vols, err := d.ListVolumes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []VolumeSnapshot
+	byName := make(map[string]*backends.Volume, len(vols))
 	for _, v := range vols {
-		q := url.Values{}
-		if name != "" {
-			q.Set("name", queryLiteral(name))
-		}
-		snaps, err := c.listSnapshots(ctx, v.UUID, q)
-		if IsNotFound(err) {
-			continue // deleted meanwhile
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range snaps {
-			out = append(out, VolumeSnapshot{Snapshot: s, VolumeName: v.Name, VolumeUUID: v.UUID})
+		byName[handleOf(v).vol.Name] = v
+	}
+	var out []*backends.Snapshot
+	for i := range recs {
+		if v := byName[recs[i].VolumeName]; v != nil {
+			out = append(out, d.toSnapshot(v, &recs[i].Snapshot))
 		}
 	}
 	return out, nil
 }
 
-// DeleteSnapshot deletes a snapshot (an asynchronous job). A snapshot that
-// backs a FlexClone fails with ErrInUse (ONTAP code 1638555).
-func (c *Client) DeleteSnapshot(ctx context.Context, volumeUUID, snapshotUUID string) error {
-	const endpoint = "/storage/volumes/{uuid}/snapshots/{uuid}"
-	base, err := snapshotsPath(volumeUUID, "DELETE "+endpoint)
-	if err != nil {
-		return err
+// DeleteSnapshot deletes a snapshot. One that FlexClones still share
+// cannot go; as Trident does, the clones are split from it, and the
+// delete succeeds once the split has finished (the CO retries).
+func (d *driver) DeleteSnapshot(ctx context.Context, snap *backends.Snapshot) error {
+	sh := snap.Handle.(*snapshotHandle)
+	vh := handleOf(sh.volume)
+	err := d.client.DeleteSnapshot(ctx, vh.vol.UUID, sh.uuid)
+	if err == nil || rest.IsNotFound(err) {
+		return nil
 	}
-	path, err := instancePath(base+"/", snapshotUUID, "DELETE "+endpoint)
-	if err != nil {
-		return err
+	if !rest.IsInUse(err) {
+		return d.failure(err, "deleting snapshot %s of volume %s", snap.Name, snap.VolumeID)
 	}
-	return resolveDelete(c.mutate(ctx, http.MethodDelete, endpoint, path, nil, nil, nil))
+	clones, lerr := d.clonesOf(ctx, vh.vol.Name, snap.Name)
+	if lerr != nil || len(clones) == 0 {
+		return d.failure(err, "deleting snapshot %s of volume %s", snap.Name, snap.VolumeID)
+	}
+	for _, c := range clones {
+		if c.CloneSplitInitiated {
+			continue
+		}
+		logrus.WithContext(ctx).WithFields(logrus.Fields{"snapshot": snap.Name, "clone": c.Name}).
+			Info("splitting a clone from the snapshot being deleted")
+		if err := d.client.ModifyVolume(ctx, c.UUID, rest.VolumeModify{SplitClone: true}); err != nil {
+			return d.failure(err, "splitting clone %s from snapshot %s", c.Name, snap.Name)
+		}
+	}
+	return backends.Errorf(backends.ErrInUse, "snapshot %s of volume %s backs clones %v; they are being split from it, retry once that is done",
+		snap.Name, snap.VolumeID, names(clones))
 }

@@ -2,405 +2,388 @@ package ontap
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
-	"strconv"
+	"slices"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
-// Volume is a FlexVol as the drivers see it. Sizes are bytes.
-type Volume struct {
-	UUID                   string
-	Name                   string
-	State                  string // online, offline, restricted, error
-	Size                   int64
-	Used                   int64
-	Available              int64
-	LogicalUsed            int64 // space.logical_space.used: used before efficiency
-	Comment                string
-	Aggregates             []string
-	JunctionPath           string // nas.path; "" when unmounted
-	ExportPolicy           string
-	SecurityStyle          string
-	UnixPermissions        string // octal digits, e.g. "755"
-	SpaceReserve           string // guarantee.type: "none" (thin) or "volume" (thick)
-	SnapshotPolicy         string
-	SnapshotReservePercent int
-	SnapshotUsed           int64
-	SnapshotDirAccess      bool
-	Encrypted              bool
-	TieringPolicy          string
-	QoSPolicy              string
-	IsClone                bool
-	CloneParentVolume      string
-	CloneParentSnapshot    string
-	CloneSplitInitiated    bool
+// handle is what a driver keeps in backends.Volume.Handle: the FlexVol as
+// read by the lookup, so the rest of the call needs no second read.
+type handle struct {
+	vol  *rest.Volume
+	meta *volumeMeta // nil for volumes made by Trident or by hand
+	lun  *rest.LUN   // ontap-san, when read
 }
 
-// VolumeCreate describes a new FlexVol. Empty or nil fields are left to
-// ONTAP's defaults.
-type VolumeCreate struct {
-	Name                   string
-	Aggregate              string
-	Size                   int64
-	SpaceReserve           string // "none" or "volume"
-	SnapshotPolicy         string
-	SnapshotReservePercent *int
-	SnapshotDirAccess      *bool
-	UnixPermissions        string // octal digits, e.g. "755"
-	ExportPolicy           string
-	SecurityStyle          string // unix, mixed, ntfs
-	JunctionPath           string // "" creates the volume unmounted
-	Comment                string
-	Encryption             *bool
-	TieringPolicy          string // ONTAP's names: none, auto, snapshot_only, all, backup
-	QoSPolicy              string
+func handleOf(v *backends.Volume) *handle {
+	h, _ := v.Handle.(*handle)
+	return h
 }
 
-// VolumeClone describes a FlexClone of an existing volume.
-type VolumeClone struct {
-	Name           string
-	ParentVolume   string
-	ParentSnapshot string // "" lets ONTAP take a new snapshot of the parent
-}
+func (d *driver) volumeName(csiName string) string { return volumeName(d.cfg.StoragePrefix, csiName) }
 
-// VolumeModify lists the volume attributes to change; nil fields are left
-// alone. Several fields in one call cost one round trip.
-type VolumeModify struct {
-	Size              *int64
-	JunctionPath      *string // "" unmounts
-	ExportPolicy      *string
-	Comment           *string
-	SnapshotDirAccess *bool
-	SplitClone        bool // start splitting a FlexClone from its parent
-}
-
-type nameRef struct {
-	Name string `json:"name,omitempty"`
-	UUID string `json:"uuid,omitempty"`
-}
-
-// volumeFields is what GetVolume and ListVolumes ask for; several are
-// "expensive" fields that ONTAP only returns when named.
-const volumeFields = "uuid,name,state,size,comment,aggregates,nas.path,nas.export_policy.name,nas.security_style," +
-	"nas.unix_permissions,guarantee.type,snapshot_policy.name,snapshot_directory_access_enabled,space.used," +
-	"space.available,space.snapshot.reserve_percent,space.snapshot.used,space.logical_space.used,encryption.enabled," +
-	"tiering.policy,qos.policy.name,clone.is_flexclone,clone.parent_volume.name,clone.parent_snapshot.name," +
-	"clone.split_initiated"
-
-type volumeWire struct {
-	UUID       string    `json:"uuid"`
-	Name       string    `json:"name"`
-	State      string    `json:"state"`
-	Size       int64     `json:"size"`
-	Comment    string    `json:"comment"`
-	Aggregates []nameRef `json:"aggregates"`
-	NAS        struct {
-		Path            string  `json:"path"`
-		SecurityStyle   string  `json:"security_style"`
-		UnixPermissions *int    `json:"unix_permissions"`
-		ExportPolicy    nameRef `json:"export_policy"`
-	} `json:"nas"`
-	Guarantee struct {
-		Type string `json:"type"`
-	} `json:"guarantee"`
-	SnapshotPolicy    nameRef `json:"snapshot_policy"`
-	SnapshotDirAccess bool    `json:"snapshot_directory_access_enabled"`
-	Space             struct {
-		Used      int64 `json:"used"`
-		Available int64 `json:"available"`
-		Snapshot  struct {
-			ReservePercent int   `json:"reserve_percent"`
-			Used           int64 `json:"used"`
-		} `json:"snapshot"`
-		LogicalSpace struct {
-			Used int64 `json:"used"`
-		} `json:"logical_space"`
-	} `json:"space"`
-	Encryption struct {
-		Enabled bool `json:"enabled"`
-	} `json:"encryption"`
-	Tiering struct {
-		Policy string `json:"policy"`
-	} `json:"tiering"`
-	QoS struct {
-		Policy nameRef `json:"policy"`
-	} `json:"qos"`
-	Clone struct {
-		IsFlexclone    bool    `json:"is_flexclone"`
-		ParentVolume   nameRef `json:"parent_volume"`
-		ParentSnapshot nameRef `json:"parent_snapshot"`
-		SplitInitiated bool    `json:"split_initiated"`
-	} `json:"clone"`
-}
-
-func (w *volumeWire) volume() Volume {
-	v := Volume{
-		UUID: w.UUID, Name: w.Name, State: w.State, Size: w.Size, Comment: w.Comment,
-		Used: w.Space.Used, Available: w.Space.Available, LogicalUsed: w.Space.LogicalSpace.Used,
-		JunctionPath: w.NAS.Path, ExportPolicy: w.NAS.ExportPolicy.Name, SecurityStyle: w.NAS.SecurityStyle,
-		SpaceReserve: w.Guarantee.Type, SnapshotPolicy: w.SnapshotPolicy.Name,
-		SnapshotReservePercent: w.Space.Snapshot.ReservePercent, SnapshotUsed: w.Space.Snapshot.Used,
-		SnapshotDirAccess: w.SnapshotDirAccess, Encrypted: w.Encryption.Enabled, TieringPolicy: w.Tiering.Policy,
-		QoSPolicy: w.QoS.Policy.Name, IsClone: w.Clone.IsFlexclone, CloneParentVolume: w.Clone.ParentVolume.Name,
-		CloneParentSnapshot: w.Clone.ParentSnapshot.Name, CloneSplitInitiated: w.Clone.SplitInitiated,
+// lookup reads the FlexVol of a volume ID. A FlexVol under the right name
+// whose record names another CSI volume belongs to that one (two names
+// mapping to one ONTAP name), so for this ID it does not exist. A FlexClone
+// without a record of its own is reported partial: a clone whose create
+// stopped before it got its comment (ONTAP leaves it empty or copies the
+// parent's), or one Trident made; the retried create completes it.
+func (d *driver) lookup(ctx context.Context, id string) (*rest.Volume, *volumeMeta, bool, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, nil, false, err
 	}
-	if w.NAS.UnixPermissions != nil {
-		v.UnixPermissions = strconv.Itoa(*w.NAS.UnixPermissions)
+	name := d.volumeName(id)
+	v, err := d.client.GetVolume(ctx, name)
+	if err != nil {
+		return nil, nil, false, d.failure(err, "looking up volume %s", id)
 	}
-	for _, a := range w.Aggregates {
-		v.Aggregates = append(v.Aggregates, a.Name)
+	_, meta := decodeComment(v.Comment)
+	switch {
+	case meta != nil && meta.Name == id:
+		return v, meta, false, nil
+	case v.IsClone && (meta == nil || v.CloneParentVolume == d.volumeName(meta.Name)):
+		parentID := ""
+		if meta != nil {
+			parentID = meta.Name
+		} else if parentID, err = d.parentID(ctx, v.CloneParentVolume); err != nil {
+			return nil, nil, false, err
+		}
+		if parentID == "" {
+			return v, nil, false, nil // a clone of something not ours
+		}
+		// Describe it from ONTAP's clone information, so the retried
+		// create can tell it asked for this very clone.
+		m := &volumeMeta{Name: id, SourceVolumeID: parentID}
+		if v.CloneParentSnapshot != v.Name {
+			m.SourceVolumeID, m.SourceSnapshotID = "", parentID+"/"+v.CloneParentSnapshot
+		}
+		return v, m, true, nil
+	case meta != nil:
+		return nil, nil, false, backends.Errorf(backends.ErrNotFound,
+			"volume %s not found (ONTAP volume %s belongs to %s)", id, name, meta.Name)
 	}
-	return v
+	return v, nil, false, nil
 }
 
-// unixPermissionsWire converts octal digits ("755", "0777") to ONTAP's
-// unix_permissions integer, whose decimal digits are the octal ones (755).
-func unixPermissionsWire(s string) (int, error) {
-	if s == "" || len(s) > 4 {
-		return 0, fmt.Errorf("unix permissions %q are not 1 to 4 octal digits", s)
+// parentID returns the volume ID of a clone's parent FlexVol, "" if the
+// parent is not a volume of this backend.
+func (d *driver) parentID(ctx context.Context, parent string) (string, error) {
+	p, err := d.client.GetVolume(ctx, parent)
+	if rest.IsNotFound(err) {
+		return "", nil
 	}
-	for _, r := range s {
-		if r < '0' || r > '7' {
-			return 0, fmt.Errorf("unix permissions %q are not 1 to 4 octal digits", s)
+	if err != nil {
+		return "", d.failure(err, "reading clone parent %s", parent)
+	}
+	_, meta := decodeComment(p.Comment)
+	id, ok := d.volumeID(p, meta)
+	if !ok {
+		return "", nil
+	}
+	return id, nil
+}
+
+// toVolume describes a FlexVol for the controller. usable is the size to
+// report when the volume carries no record of the size the CO asked for.
+func (d *driver) toVolume(id string, v *rest.Volume, meta *volumeMeta, usable int64) *backends.Volume {
+	bv := &backends.Volume{
+		ID: id, Backend: d.Name(), SizeBytes: usable,
+		Context: map[string]string{
+			"backendUUID": d.backendUUID, "name": id, "internalName": v.Name, "protocol": string(d.protocol()),
+		},
+		Handle: &handle{vol: v, meta: meta},
+	}
+	if meta != nil {
+		bv.Owner, bv.Pool = meta.Backend, meta.Pool
+		bv.AccessType, bv.FSType = backends.AccessType(meta.AccessType), meta.FSType
+		bv.SourceSnapshotID, bv.SourceVolumeID = meta.SourceSnapshotID, meta.SourceVolumeID
+		if meta.Size > 0 {
+			bv.SizeBytes = meta.Size
 		}
 	}
-	return strconv.Atoi(s)
+	bv.Topologies = d.poolTopologies(bv.Pool)
+	if meta != nil && meta.Topologies != nil {
+		bv.Topologies = meta.Topologies
+	}
+	return bv
 }
 
-// CreateVolume creates a FlexVol (POST /storage/volumes, an asynchronous
-// job). It returns once the job has finished; use GetVolume for the UUID.
-// If ONTAP reports the name taken, the error is ErrAlreadyExists, unless the
-// volume was created by an earlier attempt of this very call whose response
-// got lost, which counts as success.
-func (c *Client) CreateVolume(ctx context.Context, v VolumeCreate) error {
-	svm, err := c.svm(ctx)
-	if err != nil {
-		return err
+// volumeID names an ONTAP volume of this backend for the CO: the CSI name
+// it recorded, or the PV name of a Trident volume. ok is false for volumes
+// that are not ours to report (another prefix's, renamed, hand-made).
+func (d *driver) volumeID(v *rest.Volume, meta *volumeMeta) (string, bool) {
+	if meta != nil {
+		return meta.Name, d.volumeName(meta.Name) == v.Name
 	}
-	body := map[string]any{
-		"name":  v.Name,
-		"svm":   nameRef{UUID: svm},
-		"style": "flexvol",
-	}
-	if v.Aggregate != "" {
-		body["aggregates"] = []nameRef{{Name: v.Aggregate}}
-	}
-	if v.Size > 0 {
-		body["size"] = v.Size
-	}
-	if v.SpaceReserve != "" {
-		body["guarantee"] = map[string]string{"type": v.SpaceReserve}
-	}
-	if v.SnapshotPolicy != "" {
-		body["snapshot_policy"] = nameRef{Name: v.SnapshotPolicy}
-	}
-	if v.SnapshotReservePercent != nil {
-		body["space"] = map[string]any{"snapshot": map[string]int{"reserve_percent": *v.SnapshotReservePercent}}
-	}
-	if v.SnapshotDirAccess != nil {
-		body["snapshot_directory_access_enabled"] = *v.SnapshotDirAccess
-	}
-	nas := map[string]any{}
-	if v.UnixPermissions != "" {
-		perms, err := unixPermissionsWire(v.UnixPermissions)
-		if err != nil {
-			return &Error{Class: ClassInvalid, Endpoint: "POST /storage/volumes", Message: err.Error()}
-		}
-		nas["unix_permissions"] = perms
-	}
-	if v.ExportPolicy != "" {
-		nas["export_policy"] = nameRef{Name: v.ExportPolicy}
-	}
-	if v.SecurityStyle != "" {
-		nas["security_style"] = v.SecurityStyle
-	}
-	if v.JunctionPath != "" {
-		nas["path"] = v.JunctionPath
-	}
-	if len(nas) > 0 {
-		body["nas"] = nas
-	}
-	if v.Comment != "" {
-		body["comment"] = v.Comment
-	}
-	if v.Encryption != nil {
-		body["encryption"] = map[string]bool{"enabled": *v.Encryption}
-	}
-	if v.TieringPolicy != "" {
-		body["tiering"] = map[string]string{"policy": v.TieringPolicy}
-	}
-	if v.QoSPolicy != "" {
-		body["qos"] = map[string]any{"policy": nameRef{Name: v.QoSPolicy}}
-	}
-	err = c.mutate(ctx, http.MethodPost, "/storage/volumes", "/storage/volumes", nil, body, nil)
-	return c.resolveCreate(ctx, err, func(ctx context.Context) error {
-		_, err := c.GetVolume(ctx, v.Name)
-		return err
-	})
+	return pvNameFromVolume(d.cfg.StoragePrefix, v.Name)
 }
 
-// CloneVolume creates a FlexClone (POST /storage/volumes with clone{...}).
-// Errors as for CreateVolume.
-func (c *Client) CloneVolume(ctx context.Context, v VolumeClone) error {
-	svm, err := c.svm(ctx)
-	if err != nil {
-		return err
+// adopt makes sure a FlexVol found under the name of a create request is
+// the one an earlier attempt of this request made, and not another volume.
+// It decides from one read: ONTAP's answer that the name is taken may
+// precede the volume becoming visible.
+func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest) (*rest.Volume, error) {
+	v, meta, partialClone, err := d.lookup(ctx, req.Name)
+	switch {
+	case rest.IsNotFound(err):
+		// ONTAP has no volume of that name, yet refused the create as a
+		// duplicate: the create job of an earlier attempt, whose caller
+		// gave up, still runs.
+		return nil, backends.Errorf(backends.ErrPending, "volume %s is still being created by an earlier request", req.Name)
+	case errors.Is(err, backends.ErrNotFound):
+		// The volume exists on ONTAP but records another CSI volume.
+		return nil, backends.Errorf(backends.ErrAlreadyExists, "ONTAP volume %s exists and belongs to another volume: %w", d.volumeName(req.Name), err)
+	case err != nil:
+		return nil, err
 	}
-	clone := map[string]any{"parent_volume": nameRef{Name: v.ParentVolume}, "is_flexclone": true}
-	if v.ParentSnapshot != "" {
-		clone["parent_snapshot"] = nameRef{Name: v.ParentSnapshot}
+	if meta == nil && !partialClone {
+		return nil, backends.Errorf(backends.ErrAlreadyExists, "ONTAP volume %s exists and was not made by this driver", v.Name)
 	}
-	body := map[string]any{"name": v.Name, "svm": nameRef{UUID: svm}, "clone": clone}
-	err = c.mutate(ctx, http.MethodPost, "/storage/volumes", "/storage/volumes", nil, body, nil)
-	return c.resolveCreate(ctx, err, func(ctx context.Context) error {
-		_, err := c.GetVolume(ctx, v.Name)
-		return err
-	})
+	return v, nil
 }
 
-// GetVolume returns the SVM's volume called name; NotFound if there is none.
-func (c *Client) GetVolume(ctx context.Context, name string) (*Volume, error) {
-	vols, err := c.listVolumes(ctx, queryLiteral(name))
+// createFlexVol creates the FlexVol of a new volume, or adopts the one an
+// interrupted earlier attempt created.
+func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest, c rest.VolumeCreate) (*rest.Volume, error) {
+	aggr, err := d.aggregateFor(ctx, req.Pool)
 	if err != nil {
 		return nil, err
 	}
-	switch len(vols) {
-	case 0:
-		return nil, notFound("/storage/volumes", "volume", name)
-	case 1:
-		return &vols[0], nil
+	c.Aggregate = aggr
+	if err := d.checkAggregateLimit(ctx, aggr, c.SpaceReserve, c.Size); err != nil {
+		// The retry of a create whose volume exists already counts it in
+		// the aggregate's usage: let it go on to adopt the volume.
+		if _, gerr := d.client.GetVolume(ctx, c.Name); gerr != nil {
+			return nil, err
+		}
 	}
-	return nil, &Error{Class: ClassUnknown, Endpoint: "GET /storage/volumes",
-		Message: fmt.Sprintf("%d volumes are called %q", len(vols), name)}
+	err = d.client.CreateVolume(ctx, c)
+	switch {
+	case err == nil:
+		return &rest.Volume{Name: c.Name, Size: c.Size, Comment: c.Comment, JunctionPath: c.JunctionPath, ExportPolicy: c.ExportPolicy}, nil
+	case rest.IsAlreadyExists(err):
+		return d.adopt(ctx, req)
+	case d.lacksSpace(ctx, err, aggr, c.SpaceReserve, c.Size):
+		return nil, backends.Errorf(backends.ErrExhausted, "creating volume %s: aggregate %s cannot hold it: %w", c.Name, aggr, err)
+	}
+	return nil, d.createFailure(err, "creating volume %s", c.Name)
 }
 
-// ListVolumes returns the SVM's FlexVols whose names start with prefix,
-// following pagination.
-func (c *Client) ListVolumes(ctx context.Context, prefix string) ([]Volume, error) {
-	if prefix != "" && queryLiteral(prefix) != prefix {
-		return nil, &Error{Class: ClassInvalid, Endpoint: "GET /storage/volumes",
-			Message: fmt.Sprintf("volume name prefix %q contains query operators", prefix)}
+// cloneFlexVol creates a FlexClone for req (or adopts a half-made one) and
+// gives it its own record. The clone of a volume uses a snapshot named
+// after the clone, which DeleteVolume removes with the clone.
+func (d *driver) cloneFlexVol(ctx context.Context, req *backends.CreateRequest, s *settings) (*rest.Volume, error) {
+	src := req.Source
+	var parent *backends.Volume
+	var parentSnap string
+	switch {
+	case src.Snapshot != nil:
+		parentSnap = src.Snapshot.Name
+		f, ok := src.Snapshot.Handle.(*snapshotHandle)
+		if !ok {
+			return nil, fmt.Errorf("clone source snapshot %s has no handle", src.Snapshot.Name)
+		}
+		parent = f.volume
+	case src.Volume != nil:
+		parent = src.Volume
+	default:
+		return nil, backends.Errorf(backends.ErrInvalid, "clone without a source")
 	}
-	return c.listVolumes(ctx, prefix+"*")
+	ph := handleOf(parent)
+	if ph == nil {
+		return nil, fmt.Errorf("clone source %s has no handle", parent.ID)
+	}
+	name := d.volumeName(req.Name)
+	if parentSnap == "" {
+		parentSnap = name
+		if err := d.client.CreateSnapshot(ctx, ph.vol.UUID, parentSnap); err != nil && !rest.IsAlreadyExists(err) {
+			return nil, d.createFailure(err, "taking snapshot %s of %s for the clone", parentSnap, parent.ID)
+		}
+	}
+	err := d.client.CloneVolume(ctx, rest.VolumeClone{Name: name, ParentVolume: ph.vol.Name, ParentSnapshot: parentSnap})
+	if err != nil && !rest.IsAlreadyExists(err) {
+		return nil, d.createFailure(err, "cloning %s into %s", ph.vol.Name, name)
+	}
+	if err != nil {
+		if _, err := d.adopt(ctx, req); err != nil {
+			return nil, err
+		}
+	}
+	v, err := d.client.GetVolume(ctx, name)
+	if err != nil {
+		return nil, d.failure(err, "reading clone %s", name)
+	}
+	if s.SplitOnClone && !v.CloneSplitInitiated && v.IsClone {
+		if err := d.client.ModifyVolume(ctx, v.UUID, rest.VolumeModify{SplitClone: true}); err != nil {
+			return nil, d.failure(err, "starting the split of clone %s", name)
+		}
+	}
+	return v, nil
 }
 
-func (c *Client) listVolumes(ctx context.Context, nameQuery string) ([]Volume, error) {
-	svm, err := c.svm(ctx)
+// ListVolumes implements backends.Backend: the volumes under the storage
+// prefix that carry our record or Trident's naming. A volume without a
+// recorded size reports what it holds: the FlexVol less its snapshot
+// reserve, or for ontap-san the size of its LUN.
+func (d *driver) ListVolumes(ctx context.Context) ([]*backends.Volume, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
+	vols, err := d.client.ListVolumes(ctx, tridentName(d.cfg.StoragePrefix))
+	if err != nil {
+		return nil, d.failure(err, "listing volumes")
+	}
+	var lunSize map[string]int64 // read once, when first needed
+	var out []*backends.Volume
+	for i := range vols {
+		v := &vols[i]
+		_, meta := decodeComment(v.Comment)
+		id, ok := d.volumeID(v, meta)
+		if !ok {
+			continue
+		}
+		usable := v.Size * int64(100-v.SnapshotReservePercent) / 100
+		if (meta == nil || meta.Size == 0) && d.lunSizes != nil {
+			if lunSize == nil {
+				if lunSize, err = d.lunSizes(ctx); err != nil {
+					return nil, err
+				}
+			}
+			usable = lunSize[v.Name]
+		}
+		out = append(out, d.toVolume(id, v, meta, usable))
+	}
+	return out, nil
+}
+
+// deleteFlexVol deletes a FlexVol; gone already is done. A volume with
+// FlexClones cannot go before them: ErrInUse, naming the clones.
+func (d *driver) deleteFlexVol(ctx context.Context, vol *backends.Volume) error {
+	h := handleOf(vol)
+	err := d.client.DeleteVolume(ctx, h.vol.UUID, d.poolDefaults(vol.Pool).SkipRecoveryQueue)
+	switch {
+	case err == nil || rest.IsNotFound(err):
+	case rest.IsInUse(err):
+		// Clones, or busy: name the clones if that is why.
+		clones, lerr := d.clonesOf(ctx, h.vol.Name, "")
+		if lerr != nil || len(clones) == 0 {
+			return d.failure(err, "deleting volume %s", vol.ID)
+		}
+		return backends.Errorf(backends.ErrInUse, "volume %s has clones %v; delete them first", vol.ID, names(clones))
+	default:
+		return d.failure(err, "deleting volume %s", vol.ID)
+	}
+	if vol.SourceVolumeID != "" {
+		d.deleteCloneSnapshot(ctx, vol)
+	}
+	return nil
+}
+
+// deleteCloneSnapshot removes the snapshot a clone of a volume was made
+// from (named after the clone), now that the clone is gone. It is best
+// effort: a leftover snapshot costs space, not correctness.
+func (d *driver) deleteCloneSnapshot(ctx context.Context, vol *backends.Volume) {
+	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": vol.ID, "source": vol.SourceVolumeID})
+	parent, err := d.client.GetVolume(ctx, d.volumeName(vol.SourceVolumeID))
+	if err != nil {
+		if !rest.IsNotFound(err) {
+			log.WithError(err).Warn("could not find the clone's source to remove its snapshot")
+		}
+		return
+	}
+	name := handleOf(vol).vol.Name
+	snap, err := d.client.GetSnapshot(ctx, parent.UUID, name)
+	if err != nil {
+		return
+	}
+	if err := d.client.DeleteSnapshot(ctx, parent.UUID, snap.UUID); err != nil && !rest.IsNotFound(err) {
+		log.WithError(err).Warn("could not remove the snapshot the clone was made from")
+	}
+}
+
+// clonesOf names the FlexClones of a volume (of one of its snapshots when
+// snapshot is set).
+func (d *driver) clonesOf(ctx context.Context, volume, snapshot string) ([]*rest.Volume, error) {
+	vols, err := d.client.ListVolumes(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	recs, err := list[volumeWire](ctx, c, "/storage/volumes", "/storage/volumes", url.Values{
-		"svm.uuid": {svm},
-		"name":     {nameQuery},
-		"style":    {"flexvol"},
-		"fields":   {volumeFields},
-	})
-	if err != nil {
-		return nil, err
+	var out []*rest.Volume
+	for i := range vols {
+		v := &vols[i]
+		if v.IsClone && v.CloneParentVolume == volume && (snapshot == "" || v.CloneParentSnapshot == snapshot) {
+			out = append(out, v)
+		}
 	}
-	vols := make([]Volume, 0, len(recs))
-	for i := range recs {
-		vols = append(vols, recs[i].volume())
-	}
-	return vols, nil
+	return out, nil
 }
 
-// ModifyVolume changes the attributes set in m (PATCH /storage/volumes/{uuid}).
-func (c *Client) ModifyVolume(ctx context.Context, uuid string, m VolumeModify) error {
-	const endpoint = "/storage/volumes/{uuid}"
-	body := map[string]any{}
-	if m.Size != nil {
-		body["size"] = *m.Size
-	}
-	nas := map[string]any{}
-	if m.JunctionPath != nil {
-		nas["path"] = *m.JunctionPath
-	}
-	if m.ExportPolicy != nil {
-		nas["export_policy"] = nameRef{Name: *m.ExportPolicy}
-	}
-	if len(nas) > 0 {
-		body["nas"] = nas
-	}
-	if m.Comment != nil {
-		body["comment"] = *m.Comment
-	}
-	if m.SnapshotDirAccess != nil {
-		body["snapshot_directory_access_enabled"] = *m.SnapshotDirAccess
-	}
-	if m.SplitClone {
-		body["clone"] = map[string]bool{"split_initiated": true}
-	}
-	if len(body) == 0 {
-		return &Error{Class: ClassInvalid, Endpoint: "PATCH " + endpoint, Message: "nothing to modify"}
-	}
-	path, err := instancePath("/storage/volumes/", uuid, "PATCH "+endpoint)
+// newComment renders the comment of a volume from its record.
+func (d *driver) newComment(meta *volumeMeta) (string, error) {
+	c, err := encodeComment(d.poolLabels(meta.Pool), meta)
 	if err != nil {
-		return err
+		return "", backends.Errorf(backends.ErrInvalid, "%v", err)
 	}
-	_, err = wasAmbiguous(c.mutate(ctx, http.MethodPatch, endpoint, path, nil, body, nil))
-	return err
+	return c, nil
 }
 
-// DeleteVolume deletes a volume (DELETE /storage/volumes/{uuid}); force skips
-// ONTAP's recovery queue. A volume with FlexClones fails with ErrInUse; a
-// missing one with ErrNotFound.
-func (c *Client) DeleteVolume(ctx context.Context, uuid string, force bool) error {
-	const endpoint = "/storage/volumes/{uuid}"
-	path, err := instancePath("/storage/volumes/", uuid, "DELETE "+endpoint)
+// recordSize returns the comment of a volume after it grew to size,
+// creating a record for a volume Trident made (it has none).
+func (d *driver) recordSize(id string, h *handle, size int64) (string, error) {
+	meta := h.meta
+	if meta == nil {
+		meta = &volumeMeta{Name: id}
+	}
+	m := *meta
+	m.Size = size
+	labels, _ := decodeComment(h.vol.Comment)
+	c, err := encodeComment(labels, &m)
+	if err != nil {
+		return "", backends.Errorf(backends.ErrInvalid, "%v", err)
+	}
+	return c, nil
+}
+
+func names(vols []*rest.Volume) []string {
+	out := make([]string, 0, len(vols))
+	for _, v := range vols {
+		out = append(out, v.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// resizeFlexVol grows the FlexVol of vol so that size bytes stay usable
+// beside the snapshot reserve, times factor (the LUN headroom of
+// ontap-san), and records the new size, in one PATCH.
+func (d *driver) resizeFlexVol(ctx context.Context, vol *backends.Volume, size int64, factor float64) error {
+	h := handleOf(vol)
+	comment, err := d.recordSize(vol.ID, h, size)
 	if err != nil {
 		return err
 	}
-	var q url.Values
-	if force {
-		q = url.Values{"force": {"true"}}
-	}
-	return resolveDelete(c.mutate(ctx, http.MethodDelete, endpoint, path, q, nil, nil))
-}
-
-// instancePath appends one escaped path segment, refusing values that are
-// not plain identifiers.
-func instancePath(prefix, id, endpoint string) (string, error) {
-	if !validPathSegment(id) {
-		return "", &Error{Class: ClassInvalid, Endpoint: endpoint, Message: fmt.Sprintf("invalid identifier %q", id)}
-	}
-	return prefix + url.PathEscape(id), nil
-}
-
-// resolveCreate turns the outcome of a create into the caller's answer. An
-// AlreadyExists that follows an ambiguous earlier attempt means that attempt
-// created the object: wait until it is visible (an asynchronous create may
-// still be running) and report success.
-func (c *Client) resolveCreate(ctx context.Context, err error, lookup func(context.Context) error) error {
-	ambiguous, err := wasAmbiguous(err)
-	if err == nil || !ambiguous || !IsAlreadyExists(err) {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
-	defer cancel()
-	delay := c.cfg.JobPollInitial
-	for {
-		lerr := lookup(ctx)
-		if lerr == nil {
-			return nil
+	m := rest.VolumeModify{Comment: &comment}
+	want := flexVolSize(size, h.vol.SnapshotReservePercent, factor)
+	if want > h.vol.Size {
+		if len(h.vol.Aggregates) > 0 {
+			if err := d.checkAggregateLimit(ctx, h.vol.Aggregates[0], h.vol.SpaceReserve, want-h.vol.Size); err != nil {
+				return err
+			}
 		}
-		if !IsNotFound(lerr) {
-			return lerr
-		}
-		if serr := c.sleep(ctx, delay); serr != nil {
-			return err
-		}
-		delay = min(2*delay, c.cfg.JobPollMax)
+		m.Size = &want
 	}
-}
-
-// resolveDelete treats NotFound after an ambiguous earlier attempt as
-// success: that attempt did the delete.
-func resolveDelete(err error) error {
-	ambiguous, err := wasAmbiguous(err)
-	if ambiguous && IsNotFound(err) {
-		return nil
+	err = d.client.ModifyVolume(ctx, h.vol.UUID, m)
+	if err != nil && m.Size != nil && len(h.vol.Aggregates) > 0 &&
+		d.lacksSpace(ctx, err, h.vol.Aggregates[0], h.vol.SpaceReserve, want-h.vol.Size) {
+		return backends.Errorf(backends.ErrExhausted, "resizing volume %s: aggregate %s cannot hold the growth: %w", vol.ID, h.vol.Aggregates[0], err)
 	}
-	return err
+	if err != nil {
+		return d.failure(err, "resizing volume %s", vol.ID)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/controller"
 )
 
@@ -14,7 +15,7 @@ import (
 func loadBackends(o *options) ([]backends.Backend, error) {
 	bs := make([]backends.Backend, 0, len(o.backendConfigs))
 	for _, path := range o.backendConfigs {
-		cfg, err := ontap.LoadBackendConfig(path)
+		cfg, err := config.Load(path)
 		if err != nil {
 			return nil, err
 		}

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 )
 
 // reconcile brings the backend of one resource in line with it. An error
@@ -77,7 +77,7 @@ func (w *Watcher) load(ctx context.Context, tbc *unstructured.Unstructured, cur 
 	if len(r.overridden) > 0 {
 		log.WithFields(logrus.Fields{"secret": r.secretName, "keys": r.overridden}).Warn("the spec and its Secret both set credentials; the Secret's are used, as in Trident")
 	}
-	cfg, err := ontap.ParseBackendConfig("TridentBackendConfig "+w.cfg.Namespace+"/"+name, r.config, "")
+	cfg, err := config.Parse("TridentBackendConfig "+w.cfg.Namespace+"/"+name, r.config, "")
 	if err != nil {
 		return w.failed(ctx, tbc, cur, r.deletionPolicy, err, r, log)
 	}

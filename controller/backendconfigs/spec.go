@@ -26,7 +26,7 @@ var secretKeys = []string{
 }
 
 // rendered is a TridentBackendConfig spec turned into a backend
-// configuration for ontap.ParseBackendConfig.
+// configuration for config.Parse.
 type rendered struct {
 	// config is JSON with the Secret's credentials in it: never log it.
 	config         []byte

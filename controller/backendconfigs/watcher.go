@@ -39,6 +39,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 )
 
 // GVR is the TridentBackendConfig resource.
@@ -84,7 +85,7 @@ type Config struct {
 	Namespace string
 	// NewBackend builds a backend from a parsed configuration; nil means
 	// ontap.NewBackend without options.
-	NewBackend func(*ontap.BackendConfig) (backends.Backend, error)
+	NewBackend func(*config.Backend) (backends.Backend, error)
 	// ReservedNames are backend names taken by --backend-config files.
 	ReservedNames []string
 	// Resync is how often every resource is reconciled again, which is when
@@ -133,7 +134,7 @@ func New(cfg Config) (*Watcher, error) {
 		return nil, errors.New("backendconfigs: no namespace")
 	}
 	if cfg.NewBackend == nil {
-		cfg.NewBackend = func(c *ontap.BackendConfig) (backends.Backend, error) { return ontap.NewBackend(c, ontap.Options{}) }
+		cfg.NewBackend = func(c *config.Backend) (backends.Backend, error) { return ontap.NewBackend(c, ontap.Options{}) }
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = DefaultResync

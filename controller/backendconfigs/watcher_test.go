@@ -27,6 +27,8 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
@@ -100,8 +102,8 @@ func newEnv(t *testing.T) *env {
 
 	w, err := New(Config{
 		Dynamic: e.dyn, Namespace: ns,
-		NewBackend: func(c *ontap.BackendConfig) (backends.Backend, error) {
-			b, err := ontap.NewBackend(c, ontap.Options{Client: func(cc *ontap.ClientConfig) {
+		NewBackend: func(c *config.Backend) (backends.Backend, error) {
+			b, err := ontap.NewBackend(c, ontap.Options{Client: func(cc *rest.ClientConfig) {
 				cc.Scheme = "http" // the simulator without TLS
 				cc.MaxAttempts, cc.RetryBaseDelay, cc.RetryMaxDelay = 2, time.Millisecond, 10*time.Millisecond
 				cc.JobPollInitial, cc.JobPollMax = 5*time.Millisecond, 50*time.Millisecond

@@ -88,7 +88,7 @@ run "ONTAP REST client (issue 4)" \
 "Each client operation against the simulator with ONTAP's realistic latency model: *requests/op* is what the simulator counted, *wall/injected* the client's wall time divided by the latency the simulator injected (1.00 = the client adds nothing: no extra polling, no retries)." \
 "| operation | requests/op | injected ms/op | wall/injected | ops |
 |---|---|---|---|---|" \
-go test -count=1 -run '^$' -bench BenchmarkClient -benchtime 10x ./backends/ontap/
+go test -count=1 -run '^$' -bench BenchmarkClient -benchtime 10x ./backends/ontap/rest/
 
 run "Controller (issue 5)" \
 "CreateVolume and ControllerPublishVolume over a CSI unix socket to the Identity and Controller services of the allInOne role, assembled in the test process as cmd/ontap-csi assembles them (test/sanity/inprocess.go), on the simulator with realistic latency: *ontap-req/call* is what the simulator counted, *ratio* the wall time divided by the latency the simulator injected." "" \

@@ -25,7 +25,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/registration"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
@@ -109,8 +109,8 @@ func runOurs(t *testing.T, bin string, tools kubeletTools) *run {
 	iscsi := plugintest.StartISCSI(t, roots, s, nodeIQN)
 	backendDir := filepath.Join(roots.Root, "backends")
 	backends := []string{
-		plugintest.WriteBackendConfig(t, backendDir, s.Simulator, ontap.DriverONTAPNAS, map[string]any{"autoExportPolicy": true}),
-		plugintest.WriteBackendConfig(t, backendDir, s.Simulator, ontap.DriverONTAPSAN, nil),
+		plugintest.WriteBackendConfig(t, backendDir, s.Simulator, config.DriverONTAPNAS, map[string]any{"autoExportPolicy": true}),
+		plugintest.WriteBackendConfig(t, backendDir, s.Simulator, config.DriverONTAPSAN, nil),
 	}
 	r := &run{title: "ontap-csi", holders: map[uint64]string{}, dataPath: true}
 	r.kubelet = startKubeletSim(t, tools.KubeletSim, roots.KubeletDir)

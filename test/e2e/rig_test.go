@@ -20,7 +20,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
@@ -57,11 +57,11 @@ func newRig(t testing.TB, opts rigOptions) *rig {
 	r := &rig{t: t, Roots: roots, sim: plugintest.StartSim(t, roots, ontapsim.Config{})}
 	if opts.iscsi {
 		r.iscsi = newISCSIEnv(t, r)
-		r.backend = plugintest.WriteBackendConfig(t, roots.Root, r.sim.Simulator, ontap.DriverONTAPSAN, nil)
+		r.backend = plugintest.WriteBackendConfig(t, roots.Root, r.sim.Simulator, config.DriverONTAPSAN, nil)
 	} else {
 		// Each volume gets its own policy with a rule for each node it is
 		// published to (nfsClientIP).
-		r.backend = plugintest.WriteBackendConfig(t, roots.Root, r.sim.Simulator, ontap.DriverONTAPNAS, map[string]any{"autoExportPolicy": true})
+		r.backend = plugintest.WriteBackendConfig(t, roots.Root, r.sim.Simulator, config.DriverONTAPNAS, map[string]any{"autoExportPolicy": true})
 	}
 	return r
 }

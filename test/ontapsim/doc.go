@@ -66,8 +66,8 @@
 // maps go too); Config.StrictVolumeDelete refuses with 409 code 8. Without
 // force a deleted volume goes to the recovery queue for 12 h (hidden,
 // renamed "<name>_<n>", still using space). Undocumented codes chosen here:
-// LUN ID in use 1254324; "temporarily locked" 409 code 8; no space for a
-// reserved LUN 460770.
+// LUN ID in use 1254324; "temporarily locked" 503 code 8 (ONTAP's "in use",
+// in its transient form); no space for a reserved LUN 460770.
 //
 // Authentication: HTTP basic (401 with WWW-Authenticate otherwise) or a TLS
 // client certificate whose CN is the user name (IssueClientCertificate).

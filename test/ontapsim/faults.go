@@ -15,8 +15,10 @@ const (
 	FaultThrottle FaultKind = "429"
 	// FaultUnavailable answers 503 code 7, before any state change.
 	FaultUnavailable FaultKind = "503"
-	// FaultLocked answers 409 code 8 "... temporarily locked ...", before
-	// any state change (the transient configuration lock Ansible retries).
+	// FaultLocked answers 503 code 8 "... temporarily locked ...", before
+	// any state change (the transient configuration lock Ansible retries;
+	// code 8 is ONTAP's "in use", sent as 503 while transient: ontap-rest.md
+	// §2.4, §2.6).
 	FaultLocked FaultKind = "locked"
 	// FaultDrop closes the connection without a response, before any state
 	// change: a retry is always safe.
@@ -57,7 +59,7 @@ PATH     endpoint template as in /sim/stats, with or without /api, e.g.
 RATE     probability 0..1
 KIND     429[:RETRY_AFTER_SECONDS]  throttled, before any state change
          503                        unavailable, before any state change
-         locked                     409 "temporarily locked", before any state change
+         locked                     503 code 8 "temporarily locked", before any state change
          eof                        connection closed, before any state change
          eof-after                  request fully processed, then connection closed
          job:CODE                   operation fails with CODE (async: the job fails)

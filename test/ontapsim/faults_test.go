@@ -107,7 +107,7 @@ func TestFaultKinds(t *testing.T) {
 	t.Run("locked", func(t *testing.T) {
 		a.t = t
 		set("PATCH /storage/volumes/{uuid}=1:locked")
-		r := a.wantErr(409, codeInUse, "PATCH", "/api/storage/volumes/"+a.volumeUUID("svm0_root"), map[string]any{"comment": "x"})
+		r := a.wantErr(503, codeInUse, "PATCH", "/api/storage/volumes/"+a.volumeUUID("svm0_root"), map[string]any{"comment": "x"})
 		if !strings.Contains(r.errMessage(), "temporarily locked") {
 			t.Fatal(r.raw)
 		}

@@ -116,6 +116,37 @@ func (s *Simulator) postLunMap(c *call) (*reply, *apiError) {
 	if err != nil {
 		return nil, err
 	}
+	t, err := m.readMapTarget(b, svm)
+	if err != nil {
+		return nil, err
+	}
+	l, g := t.lun, t.igroup
+	if err := m.checkNewMap(l, g); err != nil {
+		return nil, err
+	}
+	lunID, err := m.pickLUNID(g, t.id)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := m.mapReportingNodes(c, l, g, svm)
+	if err != nil {
+		return nil, err
+	}
+	lm := &lunMapState{LUN: l.UUID, IGroup: g.UUID, ID: lunID, ReportingNodes: nodes}
+	m.LUNMaps = append(m.LUNMaps, lm)
+	return c.created(s.renderLunMap(lm), "/api/protocols/san/lun-maps/"+l.UUID+"/"+g.UUID), nil
+}
+
+// lunMapTarget is what a LUN map create names: the LUN, the igroup and
+// the LUN ID, nil for the lowest free one.
+type lunMapTarget struct {
+	lun    *lunState
+	igroup *igroupState
+	id     *int64
+}
+
+// readMapTarget reads the LUN, igroup and LUN ID of a map create.
+func (m *model) readMapTarget(b *bodyReader, svm *svmState) (*lunMapTarget, *apiError) {
 	lunName, hasLunName := b.str("lun.name")
 	lunUUID, hasLunUUID := b.str("lun.uuid")
 	igName, hasIgName := b.str("igroup.name")
@@ -160,35 +191,51 @@ func (s *Simulator) postLunMap(c *call) (*reply, *apiError) {
 	if g.SVM != l.SVM || l.SVM != svm.UUID {
 		return nil, errNotFound(codeMapIgroupOtherSVM, "igroup", "The initiator group and the LUN are not in the same SVM.")
 	}
+	t := &lunMapTarget{lun: l, igroup: g}
+	if hasID {
+		t.id = &id
+	}
+	return t, nil
+}
+
+// checkNewMap refuses a second map of l to g, and a map through which an
+// initiator would see l twice.
+func (m *model) checkNewMap(l *lunState, g *igroupState) *apiError {
 	if m.lunMap(l.UUID, g.UUID) != nil {
-		return nil, errConflict(codeMapDuplicate, "", "LUN %q is already mapped to initiator group %q.", m.lunPath(l), g.Name)
+		return errConflict(codeMapDuplicate, "", "LUN %q is already mapped to initiator group %q.", m.lunPath(l), g.Name)
 	}
 	// An initiator may not see one LUN through two igroups.
 	for _, i := range g.Initiators {
 		for _, other := range m.igroupsWith(g.SVM, i.Name) {
 			if other != g && m.lunMap(l.UUID, other.UUID) != nil {
-				return nil, errConflict(codeInitiatorSameLUN, "", "Initiator %q would see LUN %q twice (it is mapped to initiator group %q).", i.Name, m.lunPath(l), other.Name)
+				return errConflict(codeInitiatorSameLUN, "", "Initiator %q would see LUN %q twice (it is mapped to initiator group %q).", i.Name, m.lunPath(l), other.Name)
 			}
 		}
 	}
+	return nil
+}
+
+// pickLUNID checks the requested LUN ID against those used in g and by its
+// initiators, or picks the lowest free one.
+func (m *model) pickLUNID(g *igroupState, id *int64) (int, *apiError) {
 	used := m.usedLUNIDs(g)
-	lunID := -1
-	if hasID {
-		if used[int(id)] {
-			return nil, errConflict(codeMapLUNIDInUse, "logical_unit_number", "LUN ID %d is already used in initiator group %q or by one of its initiators.", id, g.Name)
+	if id != nil {
+		if used[int(*id)] {
+			return -1, errConflict(codeMapLUNIDInUse, "logical_unit_number", "LUN ID %d is already used in initiator group %q or by one of its initiators.", *id, g.Name)
 		}
-		lunID = int(id)
-	} else {
-		for i := 0; i <= maxLUNID; i++ {
-			if !used[i] {
-				lunID = i
-				break
-			}
-		}
-		if lunID < 0 {
-			return nil, errInvalid(codeResourceLimit, "logical_unit_number", "No free LUN ID in initiator group %q.", g.Name)
+		return int(*id), nil
+	}
+	for i := 0; i <= maxLUNID; i++ {
+		if !used[i] {
+			return i, nil
 		}
 	}
+	return -1, errInvalid(codeResourceLimit, "logical_unit_number", "No free LUN ID in initiator group %q.", g.Name)
+}
+
+// mapReportingNodes are the LUN's default reporting nodes and those the
+// query adds; an iSCSI map needs an iSCSI LIF on one of them.
+func (m *model) mapReportingNodes(c *call, l *lunState, g *igroupState, svm *svmState) ([]string, *apiError) {
 	nodes := m.defaultReportingNodes(l)
 	for _, key := range []string{"additional_reporting_node.name", "additional_reporting_node.uuid"} {
 		if v := c.q.Get(key); v != "" {
@@ -215,9 +262,7 @@ func (s *Simulator) postLunMap(c *call) (*reply, *apiError) {
 			return nil, errInvalid(codeMapNoISCSILIF, "", "None of the LUN's reporting nodes has an iSCSI LIF in SVM %q.", svm.Name)
 		}
 	}
-	lm := &lunMapState{LUN: l.UUID, IGroup: g.UUID, ID: lunID, ReportingNodes: nodes}
-	m.LUNMaps = append(m.LUNMaps, lm)
-	return c.created(s.renderLunMap(lm), "/api/protocols/san/lun-maps/"+l.UUID+"/"+g.UUID), nil
+	return nodes, nil
 }
 
 // defaultReportingNodes is the LUN's node and its HA partner (SLM).

@@ -258,6 +258,18 @@ func (s *Simulator) parseLUNSpec(c *call) (*lunSpec, *apiError) {
 		}
 		spec.Size = roundUp4K(size)
 	}
+	if err := spec.readOptions(b); err != nil {
+		return nil, err
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	return spec, nil
+}
+
+// readOptions reads the space reservation, comment, QoS policy, state and
+// attributes of a LUN create.
+func (spec *lunSpec) readOptions(b *bodyReader) *apiError {
 	if r, ok := b.boolean("space.guarantee.requested"); ok {
 		spec.Reserved = r
 	}
@@ -266,7 +278,7 @@ func (s *Simulator) parseLUNSpec(c *call) (*lunSpec, *apiError) {
 	}
 	if cm, ok := b.str("comment"); ok {
 		if len(cm) > 254 {
-			return nil, errInvalid(codeInvalidValue, "comment", "The LUN comment is too long (maximum 254 characters).")
+			return errInvalid(codeInvalidValue, "comment", "The LUN comment is too long (maximum 254 characters).")
 		}
 		spec.Comment = cm
 	}
@@ -282,15 +294,12 @@ func (s *Simulator) parseLUNSpec(c *call) (*lunSpec, *apiError) {
 			v, _ := a.str("value")
 			b.sub(a)
 			if err := checkLUNAttr(n, v); err != nil {
-				return nil, err
+				return err
 			}
 			spec.Attributes = append(spec.Attributes, lunAttr{Name: n, Value: v})
 		}
 	}
-	if b.err != nil {
-		return nil, b.err
-	}
-	return spec, nil
+	return nil
 }
 
 func checkLUNAttr(name, value string) *apiError {
@@ -449,10 +458,48 @@ func (s *Simulator) patchLUN(c *call) (*reply, *apiError) {
 	if err != nil {
 		return nil, err
 	}
+	p, err := s.parseLUNPatch(c, l)
+	if err != nil {
+		return nil, err
+	}
+	apply := func() *apiError { return s.applyLUNPatch(l.UUID, p) }
+	return s.lunOperation(c, l, apply)
+}
+
+// lunOperation runs the change of LUN l as a job where LUN operations are
+// asynchronous (9.16.1+), else at once.
+func (s *Simulator) lunOperation(c *call, l *lunState, apply func() *apiError) (*reply, *apiError) {
+	if s.cfg.lunCreateAsync() {
+		j := s.startJob(c, s.m.svm(l.SVM), s.draw(s.cfg.Latency.SyncMutation), apply, nil)
+		return asyncReply(j, ""), nil
+	}
+	if err := c.failIfFaulted(); err != nil {
+		return nil, err
+	}
+	if err := apply(); err != nil {
+		return nil, err
+	}
+	return okReply(), nil
+}
+
+// lunPatch is a LUN PATCH checked on its own; nil fields are left alone.
+type lunPatch struct {
+	size     *int64  // rounded up to 4 KiB
+	name     *string // the new path
+	leaf     string  // of the new path
+	comment  *string
+	qos      *string
+	enabled  *bool
+	reserved *bool
+}
+
+// parseLUNPatch reads and checks a PATCH of LUN l.
+func (s *Simulator) parseLUNPatch(c *call, l *lunState) (*lunPatch, *apiError) {
 	if err := c.patchBody(lunPatchFields, lunResource); err != nil {
 		return nil, err
 	}
 	b := c.body
+	p := &lunPatch{}
 	size, hasSize := b.size("space.size")
 	name, hasName := b.str("name")
 	comment, hasComment := b.str("comment")
@@ -469,9 +516,8 @@ func (s *Simulator) patchLUN(c *call) (*reply, *apiError) {
 		if size > maxLUNSize {
 			return nil, errInvalid(codeLUNSizeTooLarge, "space.size", "The LUN size %d is too large. The maximum size is 128TB.", size)
 		}
-		size = roundUp4K(size)
+		p.size = ptr(roundUp4K(size))
 	}
-	var leaf string
 	if hasName {
 		vol, lf, err := parseLUNPath(name)
 		if err != nil {
@@ -480,83 +526,84 @@ func (s *Simulator) patchLUN(c *call) (*reply, *apiError) {
 		if v := s.m.Volumes[l.Volume]; v == nil || vol != v.Name {
 			return nil, errInvalid(codeNotSupported, "name", "Moving a LUN to another volume is not supported by the simulator.")
 		}
-		leaf = lf
+		p.name, p.leaf = &name, lf
 	}
 	if hasComment && len(comment) > 254 {
 		return nil, errInvalid(codeInvalidValue, "comment", "The LUN comment is too long (maximum 254 characters).")
 	}
-	apply := func() *apiError {
-		cur := s.m.LUNs[l.UUID]
-		if cur == nil {
-			return errNotFound(codeLUNNotFound, "uuid", "The specified LUN does not exist.")
-		}
-		v := s.m.Volumes[cur.Volume]
-		if v == nil || v.State != "online" {
-			return errConflict(codeLUNVolOffline, "uuid", "The volume containing the LUN is not online.")
-		}
-		if hasSize {
-			switch {
-			case size == cur.Size:
-				return errInvalid(codeLUNSameSize, "space.size", "Cannot modify the LUN size to its current size (%d bytes).", size)
-			case size < cur.Size:
-				return errInvalid(codeLUNShrink, "space.size", "Reducing the size of a LUN is not supported (current %d bytes, requested %d).", cur.Size, size)
-			}
-		}
-		res := cur.Reserved
-		if hasReserved {
-			res = reserved
-		}
-		newSize := cur.Size
-		if hasSize {
-			newSize = size
-		}
-		if res {
-			u := s.newUsage()
-			need := newSize
-			if cur.Reserved {
-				need -= cur.Size
-			} else {
-				need -= u.lunUsed(cur)
-			}
-			if avail := u.volumeAvailable(v); need > 0 && avail < need {
-				return errLUNSpace(v, newSize, avail)
-			}
-		}
-		if hasName && leaf != cur.Leaf && s.m.lunByPath(cur.SVM, name) != nil {
-			return errConflict(codeLUNRenameExists, "name", "A LUN already exists at path %q.", name)
-		}
-		if hasSize {
-			cur.Size = size
-			if err := s.resizeLUNFile(cur); err != nil {
-				return newError(http.StatusInternalServerError, codeJobFailed, "", "Failed to resize the LUN backing file: %v", err)
-			}
-		}
-		if hasName {
-			cur.Leaf = leaf
-		}
-		if hasComment {
-			cur.Comment = comment
-		}
-		if hasQoS {
-			cur.QoSPolicy = qos
-		}
-		if hasEnabled {
-			cur.Enabled = enabled
-		}
-		cur.Reserved = res
-		return nil
+	if hasComment {
+		p.comment = &comment
 	}
-	if s.cfg.lunCreateAsync() {
-		j := s.startJob(c, s.m.svm(l.SVM), s.draw(s.cfg.Latency.SyncMutation), apply, nil)
-		return asyncReply(j, ""), nil
+	if hasQoS {
+		p.qos = &qos
 	}
-	if err := c.failIfFaulted(); err != nil {
-		return nil, err
+	if hasEnabled {
+		p.enabled = &enabled
 	}
-	if err := apply(); err != nil {
-		return nil, err
+	if hasReserved {
+		p.reserved = &reserved
 	}
-	return okReply(), nil
+	return p, nil
+}
+
+// applyLUNPatch checks p against the LUN as it is now and applies it.
+func (s *Simulator) applyLUNPatch(uuid string, p *lunPatch) *apiError {
+	cur := s.m.LUNs[uuid]
+	if cur == nil {
+		return errNotFound(codeLUNNotFound, "uuid", "The specified LUN does not exist.")
+	}
+	v := s.m.Volumes[cur.Volume]
+	if v == nil || v.State != "online" {
+		return errConflict(codeLUNVolOffline, "uuid", "The volume containing the LUN is not online.")
+	}
+	newSize := cur.Size
+	if p.size != nil {
+		switch newSize = *p.size; {
+		case newSize == cur.Size:
+			return errInvalid(codeLUNSameSize, "space.size", "Cannot modify the LUN size to its current size (%d bytes).", newSize)
+		case newSize < cur.Size:
+			return errInvalid(codeLUNShrink, "space.size", "Reducing the size of a LUN is not supported (current %d bytes, requested %d).", cur.Size, newSize)
+		}
+	}
+	res := cur.Reserved
+	if p.reserved != nil {
+		res = *p.reserved
+	}
+	if res {
+		u := s.newUsage()
+		need := newSize
+		if cur.Reserved {
+			need -= cur.Size
+		} else {
+			need -= u.lunUsed(cur)
+		}
+		if avail := u.volumeAvailable(v); need > 0 && avail < need {
+			return errLUNSpace(v, newSize, avail)
+		}
+	}
+	if p.name != nil && p.leaf != cur.Leaf && s.m.lunByPath(cur.SVM, *p.name) != nil {
+		return errConflict(codeLUNRenameExists, "name", "A LUN already exists at path %q.", *p.name)
+	}
+	if p.size != nil {
+		cur.Size = newSize
+		if err := s.resizeLUNFile(cur); err != nil {
+			return newError(http.StatusInternalServerError, codeJobFailed, "", "Failed to resize the LUN backing file: %v", err)
+		}
+	}
+	if p.name != nil {
+		cur.Leaf = p.leaf
+	}
+	if p.comment != nil {
+		cur.Comment = *p.comment
+	}
+	if p.qos != nil {
+		cur.QoSPolicy = *p.qos
+	}
+	if p.enabled != nil {
+		cur.Enabled = *p.enabled
+	}
+	cur.Reserved = res
+	return nil
 }
 
 func (s *Simulator) deleteLUN(c *call) (*reply, *apiError) {
@@ -579,17 +626,7 @@ func (s *Simulator) deleteLUN(c *call) (*reply, *apiError) {
 		s.deleteLUNLocked(cur)
 		return nil
 	}
-	if s.cfg.lunCreateAsync() {
-		j := s.startJob(c, s.m.svm(l.SVM), s.draw(s.cfg.Latency.SyncMutation), apply, nil)
-		return asyncReply(j, ""), nil
-	}
-	if err := c.failIfFaulted(); err != nil {
-		return nil, err
-	}
-	if err := apply(); err != nil {
-		return nil, err
-	}
-	return okReply(), nil
+	return s.lunOperation(c, l, apply)
 }
 
 // deleteLUNLocked removes a LUN, its maps and its backing file.

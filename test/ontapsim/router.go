@@ -132,28 +132,9 @@ func (s *Simulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hal := wantsHAL(r)
-	if escaped != "/api" && !strings.HasPrefix(escaped, "/api/") {
-		writeError(w, hal, errNotFound(codeNotFound, "", "API not found: %s", escaped))
-		return
-	}
-	segs, ok := splitPath(escaped)
-	if !ok {
-		writeError(w, hal, errInvalid(codeInvalidURL, "", "Invalid URL."))
-		return
-	}
 	internal := isInternal(r) // fixtures: no auth, faults, latency or counting
-	if !internal && !s.authenticate(r) {
-		h.Set("WWW-Authenticate", `Basic realm="ONTAP"`)
-		writeError(w, hal, newError(http.StatusUnauthorized, codePermissionDenied, "", "Authentication failed."))
-		return
-	}
-	rt, params, pathKnown := s.match(r.Method, segs)
-	if rt == nil {
-		if pathKnown {
-			writeError(w, hal, newError(http.StatusMethodNotAllowed, codeNotSupported, "", "The %s method is not supported for %s.", r.Method, escaped))
-		} else {
-			writeError(w, hal, errInvalid(codeInvalidURL, "", "Invalid URL: %s.", escaped))
-		}
+	rt, params, ok := s.resolveRoute(w, r, escaped, hal, internal)
+	if !ok {
 		return
 	}
 	key := r.Method + " " + rt.tmpl
@@ -169,39 +150,9 @@ func (s *Simulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		writeError(w, hal, errInvalid(codeInvalidURL, "", "Invalid URL query: %v.", err))
+	c, ok := s.newCall(w, r, rt, params, hal)
+	if !ok {
 		return
-	}
-	if aerr := checkMethodParams(r.Method, rt, q); aerr != nil {
-		writeError(w, hal, aerr)
-		return
-	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		writeError(w, hal, errInvalid(codeInvalidJSON, "", "Unable to read the request body."))
-		return
-	}
-	if len(data) > maxBody {
-		writeError(w, hal, errInvalid(codeInvalidJSON, "", "Request body too large."))
-		return
-	}
-	c := &call{s: s, r: r, route: rt, params: params, q: q}
-	switch r.Method {
-	case http.MethodGet, http.MethodDelete:
-		if len(strings.TrimSpace(string(data))) > 0 {
-			writeError(w, hal, errInvalid(codeBodyNotAllowed, "", "A request body is not allowed on %s requests.", r.Method))
-			return
-		}
-	default:
-		m, aerr := decodeBody(data)
-		if aerr != nil {
-			writeError(w, hal, aerr)
-			return
-		}
-		c.body = &bodyReader{m: m}
 	}
 	if fault != nil && fault.Kind == FaultJob {
 		c.fault = fault
@@ -216,17 +167,7 @@ func (s *Simulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.sleep(d)
 	}
 
-	s.mu.Lock()
-	c.m = s.m
-	rep, aerr := rt.h(c)
-	if aerr == nil && r.Method != http.MethodGet {
-		_ = s.saveLocked() // logged inside; the operation itself succeeded
-	}
-	s.mu.Unlock()
-
-	if aerr == nil && rep.job != nil {
-		rep, aerr = s.finishAsync(c, rep)
-	}
+	rep, aerr := s.handle(c)
 	if fault != nil && fault.Kind == FaultDropAfterCommit {
 		logger.Debug("ONTAP simulator: dropping connection after commit")
 		dropConnection(w)
@@ -246,6 +187,91 @@ func (s *Simulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, hal, rep.status, rep.body)
 }
 
+// resolveRoute authenticates a request below /api and finds its route;
+// when it cannot, it answers and reports false.
+func (s *Simulator) resolveRoute(w http.ResponseWriter, r *http.Request, escaped string, hal, internal bool) (*route, map[string]string, bool) {
+	if escaped != "/api" && !strings.HasPrefix(escaped, "/api/") {
+		writeError(w, hal, errNotFound(codeNotFound, "", "API not found: %s", escaped))
+		return nil, nil, false
+	}
+	segs, ok := splitPath(escaped)
+	if !ok {
+		writeError(w, hal, errInvalid(codeInvalidURL, "", "Invalid URL."))
+		return nil, nil, false
+	}
+	if !internal && !s.authenticate(r) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="ONTAP"`)
+		writeError(w, hal, newError(http.StatusUnauthorized, codePermissionDenied, "", "Authentication failed."))
+		return nil, nil, false
+	}
+	rt, params, pathKnown := s.match(r.Method, segs)
+	if rt == nil {
+		if pathKnown {
+			writeError(w, hal, newError(http.StatusMethodNotAllowed, codeNotSupported, "", "The %s method is not supported for %s.", r.Method, escaped))
+		} else {
+			writeError(w, hal, errInvalid(codeInvalidURL, "", "Invalid URL: %s.", escaped))
+		}
+		return nil, nil, false
+	}
+	return rt, params, true
+}
+
+// newCall reads a request's query and body; when they are not acceptable
+// it answers and reports false.
+func (s *Simulator) newCall(w http.ResponseWriter, r *http.Request, rt *route, params map[string]string, hal bool) (*call, bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, hal, errInvalid(codeInvalidURL, "", "Invalid URL query: %v.", err))
+		return nil, false
+	}
+	if aerr := checkMethodParams(r.Method, rt, q); aerr != nil {
+		writeError(w, hal, aerr)
+		return nil, false
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		writeError(w, hal, errInvalid(codeInvalidJSON, "", "Unable to read the request body."))
+		return nil, false
+	}
+	if len(data) > maxBody {
+		writeError(w, hal, errInvalid(codeInvalidJSON, "", "Request body too large."))
+		return nil, false
+	}
+	c := &call{s: s, r: r, route: rt, params: params, q: q}
+	switch r.Method {
+	case http.MethodGet, http.MethodDelete:
+		if len(strings.TrimSpace(string(data))) > 0 {
+			writeError(w, hal, errInvalid(codeBodyNotAllowed, "", "A request body is not allowed on %s requests.", r.Method))
+			return nil, false
+		}
+	default:
+		m, aerr := decodeBody(data)
+		if aerr != nil {
+			writeError(w, hal, aerr)
+			return nil, false
+		}
+		c.body = &bodyReader{m: m}
+	}
+	return c, true
+}
+
+// handle runs the call's handler under the model lock, saves the state of
+// a change, and completes an asynchronous operation.
+func (s *Simulator) handle(c *call) (*reply, *apiError) {
+	s.mu.Lock()
+	c.m = s.m
+	rep, aerr := c.route.h(c)
+	if aerr == nil && c.r.Method != http.MethodGet {
+		_ = s.saveLocked() // logged inside; the operation itself succeeded
+	}
+	s.mu.Unlock()
+
+	if aerr == nil && rep.job != nil {
+		rep, aerr = s.finishAsync(c, rep)
+	}
+	return rep, aerr
+}
+
 // answerFault injects the faults that strike before any state change and
 // reports whether the request is finished.
 func answerFault(w http.ResponseWriter, hal bool, fault *FaultRule, rt *route) bool {
@@ -256,7 +282,10 @@ func answerFault(w http.ResponseWriter, hal bool, fault *FaultRule, rt *route) b
 	case FaultUnavailable:
 		writeError(w, hal, newError(http.StatusServiceUnavailable, codeResourceLimit, "", "Resource limit exceeded: the service is temporarily unavailable."))
 	case FaultLocked:
-		writeError(w, hal, errConflict(codeInUse, "", "Unable to perform the operation: the system is temporarily locked. Retry the operation later."))
+		// ONTAP's "in use" (code 8) comes as 409 or 503 (ontap-rest.md
+		// §2.4); a transient refusal is a 503 (§2.6), which is what tells a
+		// client to retry: the message is for people.
+		writeError(w, hal, newError(http.StatusServiceUnavailable, codeInUse, "", "Unable to perform the operation: the system is temporarily locked. Retry the operation later."))
 	case FaultDrop:
 		dropConnection(w)
 	case FaultJob:

@@ -143,25 +143,8 @@ func parseVolumeSpec(b *bodyReader, svm *svmState) (*volumeSpec, *apiError) {
 		SnapshotPolicy: "default", SnapdirAccess: true, SecurityStyle: "unix", UnixPermissions: 755,
 		ReservePercent: 5, Language: "c.utf_8", TieringPolicy: "none", AutosizeMode: "off",
 	}
-	aggrs, hasAggrs := b.objects("aggregates")
-	style, hasStyle := b.enum("style", "flexvol", "flexgroup")
-	if b.err != nil {
-		return nil, b.err
-	}
-	switch {
-	case hasStyle && style == "flexgroup", len(aggrs) > 1:
-		return nil, errInvalid(codeNotSupported, "style", "FlexGroup volumes are not supported by the simulator; specify exactly one aggregate.")
-	case !hasAggrs || len(aggrs) == 0:
-		return nil, errInvalid(codeNeedAggregates, "aggregates", "Either \"aggregates\" or \"style\" must be specified to create a FlexVol volume.")
-	}
-	if n, ok := aggrs[0].str("name"); ok {
-		spec.Aggregate = n
-	} else if u, ok := aggrs[0].str("uuid"); ok {
-		spec.Aggregate, spec.AggregateIsUUID = u, true
-	}
-	b.sub(aggrs[0])
-	if spec.Aggregate == "" && b.err == nil {
-		return nil, errInvalid(codeMissingRequired, "aggregates.name", "Request missing required value \"aggregates.name\".")
+	if err := spec.readAggregate(b); err != nil {
+		return nil, err
 	}
 	if size, ok := b.size("size"); ok {
 		spec.Size = roundUp4K(size)
@@ -192,32 +175,11 @@ func parseVolumeSpec(b *bodyReader, svm *svmState) (*volumeSpec, *apiError) {
 	if v, ok := b.boolean("snapshot_directory_access_enabled"); ok {
 		spec.SnapdirAccess = v
 	}
-	if v, ok := b.str("nas.path"); ok {
-		if err := validateJunctionSyntax(v); err != nil {
-			return nil, err
-		}
-		spec.JunctionPath = v
+	nas, err := readVolumeNAS(b)
+	if err != nil {
+		return nil, err
 	}
-	if v, ok := b.enum("nas.security_style", "unix", "ntfs", "mixed", "unified"); ok {
-		spec.SecurityStyle = v
-	}
-	if v, ok := b.integer("nas.unix_permissions"); ok {
-		if !permDigits.MatchString(fmt.Sprint(v)) {
-			return nil, errInvalid(codeInvalidValue, "nas.unix_permissions", "The value \"%d\" is invalid for field \"nas.unix_permissions\" (octal digits, e.g. 755).", v)
-		}
-		spec.UnixPermissions = int(v)
-	}
-	if v, ok := b.integer("nas.uid"); ok {
-		spec.UID = int(v)
-	}
-	if v, ok := b.integer("nas.gid"); ok {
-		spec.GID = int(v)
-	}
-	if v, ok := b.str("nas.export_policy.name"); ok {
-		spec.ExportPolicy = v
-	} else if id, ok := b.integer("nas.export_policy.id"); ok {
-		spec.ExportPolicyID = id
-	}
+	spec.setNAS(nas)
 	if v, ok := b.integer("space.snapshot.reserve_percent"); ok {
 		if v < 0 || v > 90 {
 			return nil, errInvalid(codeReserveTooLarge, "space.snapshot.reserve_percent", "The snapshot reserve must be between 0 and 90 percent when creating a volume.")
@@ -243,6 +205,55 @@ func parseVolumeSpec(b *bodyReader, svm *svmState) (*volumeSpec, *apiError) {
 		return nil, b.err
 	}
 	return spec, nil
+}
+
+// readAggregate reads the one aggregate of a FlexVol create.
+func (spec *volumeSpec) readAggregate(b *bodyReader) *apiError {
+	aggrs, hasAggrs := b.objects("aggregates")
+	style, hasStyle := b.enum("style", "flexvol", "flexgroup")
+	if b.err != nil {
+		return b.err
+	}
+	switch {
+	case hasStyle && style == "flexgroup", len(aggrs) > 1:
+		return errInvalid(codeNotSupported, "style", "FlexGroup volumes are not supported by the simulator; specify exactly one aggregate.")
+	case !hasAggrs || len(aggrs) == 0:
+		return errInvalid(codeNeedAggregates, "aggregates", "Either \"aggregates\" or \"style\" must be specified to create a FlexVol volume.")
+	}
+	if n, ok := aggrs[0].str("name"); ok {
+		spec.Aggregate = n
+	} else if u, ok := aggrs[0].str("uuid"); ok {
+		spec.Aggregate, spec.AggregateIsUUID = u, true
+	}
+	b.sub(aggrs[0])
+	if spec.Aggregate == "" && b.err == nil {
+		return errInvalid(codeMissingRequired, "aggregates.name", "Request missing required value \"aggregates.name\".")
+	}
+	return nil
+}
+
+// setNAS takes the nas.* fields that were given.
+func (spec *volumeSpec) setNAS(n volumeNAS) {
+	set := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&spec.JunctionPath, n.JunctionPath)
+	set(&spec.SecurityStyle, n.SecurityStyle)
+	if n.UnixPerms != nil {
+		spec.UnixPermissions = *n.UnixPerms
+	}
+	if n.UID != nil {
+		spec.UID = *n.UID
+	}
+	if n.GID != nil {
+		spec.GID = *n.GID
+	}
+	set(&spec.ExportPolicy, n.ExportPolicy)
+	if n.ExportPolicyID != nil {
+		spec.ExportPolicyID = *n.ExportPolicyID
+	}
 }
 
 func (s *Simulator) postVolume(c *call) (*reply, *apiError) {
@@ -574,34 +585,9 @@ func (s *Simulator) createClone(cs *cloneSpec) (*volumeState, *apiError) {
 	if m.volumeByName(cs.SVM.UUID, cs.Name) != nil {
 		return nil, errConflict(codeVolDuplicate, "name", "Duplicate volume name %q.", cs.Name)
 	}
-	var parent *volumeState
-	if cs.ParentIsUUID {
-		parent = m.Volumes[cs.ParentVolume]
-	} else {
-		parent = m.volumeByName(cs.SVM.UUID, cs.ParentVolume)
-	}
-	if parent == nil || parent.SVM != cs.SVM.UUID {
-		return nil, errNotFound(codeParentVolNotFound, "clone.parent_volume", "Parent volume %q does not exist.", cs.ParentVolume)
-	}
-	if parent.State != "online" {
-		return nil, newError(http.StatusConflict, codeCloneFailed, "clone.parent_volume", "Failed to create clone volume: parent volume %q is not online.", parent.Name)
-	}
-	var snap *snapshotState
-	if cs.ParentSnap != "" {
-		if cs.SnapIsUUID {
-			snap = parent.snapshot(cs.ParentSnap)
-		} else {
-			snap = parent.snapshotByName(cs.ParentSnap)
-		}
-		if snap == nil {
-			return nil, errNotFound(codeSnapNotFound, "clone.parent_snapshot", "Snapshot %q does not exist in volume %q.", cs.ParentSnap, parent.Name)
-		}
-	} else {
-		var err *apiError
-		snap, err = s.createSnapshot(parent, fmt.Sprintf("clone_%s.%s.0", cs.Name, time.Now().Format("2006-01-02_150405")), "")
-		if err != nil {
-			return nil, err
-		}
+	parent, snap, err := s.cloneSource(cs)
+	if err != nil {
+		return nil, err
 	}
 	exportPolicy := parent.ExportPolicy // a clone inherits the parent's policy unless told otherwise
 	if cs.ExportPolicy != "" || cs.ExportPolID != 0 {
@@ -637,6 +623,56 @@ func (s *Simulator) createClone(cs *cloneSpec) (*volumeState, *apiError) {
 		}
 		v.JunctionPath = cs.JunctionPath
 	}
+	luns, err := s.cloneData(&v, snap)
+	if err != nil {
+		return nil, err
+	}
+	m.Volumes[v.UUID] = &v
+	for _, l := range luns {
+		m.LUNs[l.UUID] = l
+	}
+	return &v, nil
+}
+
+// cloneSource finds the parent of a clone and the snapshot it is made from,
+// taking a new snapshot of the parent when the spec names none.
+func (s *Simulator) cloneSource(cs *cloneSpec) (*volumeState, *snapshotState, *apiError) {
+	m := s.m
+	var parent *volumeState
+	if cs.ParentIsUUID {
+		parent = m.Volumes[cs.ParentVolume]
+	} else {
+		parent = m.volumeByName(cs.SVM.UUID, cs.ParentVolume)
+	}
+	if parent == nil || parent.SVM != cs.SVM.UUID {
+		return nil, nil, errNotFound(codeParentVolNotFound, "clone.parent_volume", "Parent volume %q does not exist.", cs.ParentVolume)
+	}
+	if parent.State != "online" {
+		return nil, nil, newError(http.StatusConflict, codeCloneFailed, "clone.parent_volume", "Failed to create clone volume: parent volume %q is not online.", parent.Name)
+	}
+	var snap *snapshotState
+	if cs.ParentSnap != "" {
+		if cs.SnapIsUUID {
+			snap = parent.snapshot(cs.ParentSnap)
+		} else {
+			snap = parent.snapshotByName(cs.ParentSnap)
+		}
+		if snap == nil {
+			return nil, nil, errNotFound(codeSnapNotFound, "clone.parent_snapshot", "Snapshot %q does not exist in volume %q.", cs.ParentSnap, parent.Name)
+		}
+	} else {
+		var err *apiError
+		snap, err = s.createSnapshot(parent, fmt.Sprintf("clone_%s.%s.0", cs.Name, time.Now().Format("2006-01-02_150405")), "")
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return parent, snap, nil
+}
+
+// cloneData copies the snapshot's files and LUNs into the new clone v and
+// returns its LUNs, not yet in the model.
+func (s *Simulator) cloneData(v *volumeState, snap *snapshotState) ([]*lunState, *apiError) {
 	fail := func(err error) *apiError {
 		os.RemoveAll(s.volumeDir(v.UUID))
 		return newError(http.StatusInternalServerError, codeCloneFailed, "", "Failed to create clone volume: %v", err)
@@ -665,11 +701,7 @@ func (s *Simulator) createClone(cs *cloneSpec) (*volumeState, *apiError) {
 		}
 		luns = append(luns, l)
 	}
-	m.Volumes[v.UUID] = &v
-	for _, l := range luns {
-		m.LUNs[l.UUID] = l
-	}
-	return &v, nil
+	return luns, nil
 }
 
 // ---- GET ----
@@ -805,12 +837,7 @@ type volumePatch struct {
 	Comment        *string
 	SnapshotPolicy *string
 	SnapdirAccess  *bool
-	JunctionPath   *string
-	SecurityStyle  *string
-	UnixPerms      *int
-	UID, GID       *int
-	ExportPolicy   *string
-	ExportPolicyID *int64
+	volumeNAS
 	ReservePercent *int
 	TieringPolicy  *string
 	QoSPolicy      *string
@@ -828,6 +855,36 @@ func (s *Simulator) patchVolume(c *call) (*reply, *apiError) {
 	if err != nil {
 		return nil, err
 	}
+	p, err := parseVolumePatch(c)
+	if err != nil {
+		return nil, err
+	}
+	if p.Split != nil && *p.Split && v.CloneParent == "" {
+		return nil, errInvalid(codeInvalidValue, "clone.split_initiated", "Volume %q is not a FlexClone volume.", v.Name)
+	}
+	svm := s.m.svm(v.SVM)
+	dur := s.draw(s.cfg.Latency.VolumePatch)
+	if p.Split != nil && *p.Split {
+		v.SplitInitiated = true
+		dur = s.draw(s.cfg.Latency.CloneSplit)
+	}
+	id := v.UUID
+	j := s.startJob(c, svm, dur, func() *apiError {
+		cur := s.m.Volumes[id]
+		if cur == nil {
+			return errNotFound(codeNotFound, "uuid", "entry doesn't exist")
+		}
+		return s.modifyVolume(cur, p)
+	}, func() {
+		if cur := s.m.Volumes[id]; cur != nil && cur.CloneParent != "" {
+			cur.SplitInitiated = false
+		}
+	})
+	return asyncReply(j, ""), nil
+}
+
+// parseVolumePatch reads the query and body of a volume PATCH.
+func parseVolumePatch(c *call) (*volumePatch, *apiError) {
 	b := c.body
 	p := &volumePatch{}
 	if n := c.q.Get("restore_to.snapshot.name"); n != "" {
@@ -870,31 +927,9 @@ func (s *Simulator) patchVolume(c *call) (*reply, *apiError) {
 	if sd, ok := b.boolean("snapshot_directory_access_enabled"); ok {
 		p.SnapdirAccess = &sd
 	}
-	if jp, ok := b.str("nas.path"); ok {
-		if err := validateJunctionSyntax(jp); err != nil {
-			return nil, err
-		}
-		p.JunctionPath = &jp
-	}
-	if ss, ok := b.enum("nas.security_style", "unix", "ntfs", "mixed", "unified"); ok {
-		p.SecurityStyle = &ss
-	}
-	if up, ok := b.integer("nas.unix_permissions"); ok {
-		if !permDigits.MatchString(fmt.Sprint(up)) {
-			return nil, errInvalid(codeInvalidValue, "nas.unix_permissions", "The value \"%d\" is invalid for field \"nas.unix_permissions\" (octal digits, e.g. 755).", up)
-		}
-		p.UnixPerms = ptr(int(up))
-	}
-	if n, ok := b.integer("nas.uid"); ok {
-		p.UID = ptr(int(n))
-	}
-	if n, ok := b.integer("nas.gid"); ok {
-		p.GID = ptr(int(n))
-	}
-	if ep, ok := b.str("nas.export_policy.name"); ok {
-		p.ExportPolicy = &ep
-	} else if id, ok := b.integer("nas.export_policy.id"); ok {
-		p.ExportPolicyID = &id
+	var err *apiError
+	if p.volumeNAS, err = readVolumeNAS(b); err != nil {
+		return nil, err
 	}
 	if rp, ok := b.integer("space.snapshot.reserve_percent"); ok {
 		if rp < 0 || rp > 100 {
@@ -920,145 +955,241 @@ func (s *Simulator) patchVolume(c *call) (*reply, *apiError) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	if p.Split != nil && *p.Split && v.CloneParent == "" {
-		return nil, errInvalid(codeInvalidValue, "clone.split_initiated", "Volume %q is not a FlexClone volume.", v.Name)
-	}
-	svm := s.m.svm(v.SVM)
-	dur := s.draw(s.cfg.Latency.VolumePatch)
-	if p.Split != nil && *p.Split {
-		v.SplitInitiated = true
-		dur = s.draw(s.cfg.Latency.CloneSplit)
-	}
-	id := v.UUID
-	j := s.startJob(c, svm, dur, func() *apiError {
-		cur := s.m.Volumes[id]
-		if cur == nil {
-			return errNotFound(codeNotFound, "uuid", "entry doesn't exist")
+	return p, nil
+}
+
+// volumeNAS holds the nas.* fields of a volume create or PATCH; nil fields
+// were not given.
+type volumeNAS struct {
+	JunctionPath   *string
+	SecurityStyle  *string
+	UnixPerms      *int
+	UID, GID       *int
+	ExportPolicy   *string
+	ExportPolicyID *int64
+}
+
+// readVolumeNAS reads the nas.* fields of a volume create or PATCH.
+func readVolumeNAS(b *bodyReader) (volumeNAS, *apiError) {
+	var n volumeNAS
+	if jp, ok := b.str("nas.path"); ok {
+		if err := validateJunctionSyntax(jp); err != nil {
+			return n, err
 		}
-		return s.modifyVolume(cur, p)
-	}, func() {
-		if cur := s.m.Volumes[id]; cur != nil && cur.CloneParent != "" {
-			cur.SplitInitiated = false
+		n.JunctionPath = &jp
+	}
+	if ss, ok := b.enum("nas.security_style", "unix", "ntfs", "mixed", "unified"); ok {
+		n.SecurityStyle = &ss
+	}
+	if up, ok := b.integer("nas.unix_permissions"); ok {
+		if !permDigits.MatchString(fmt.Sprint(up)) {
+			return n, errInvalid(codeInvalidValue, "nas.unix_permissions", "The value \"%d\" is invalid for field \"nas.unix_permissions\" (octal digits, e.g. 755).", up)
 		}
-	})
-	return asyncReply(j, ""), nil
+		n.UnixPerms = ptr(int(up))
+	}
+	if id, ok := b.integer("nas.uid"); ok {
+		n.UID = ptr(int(id))
+	}
+	if id, ok := b.integer("nas.gid"); ok {
+		n.GID = ptr(int(id))
+	}
+	if ep, ok := b.str("nas.export_policy.name"); ok {
+		n.ExportPolicy = &ep
+	} else if id, ok := b.integer("nas.export_policy.id"); ok {
+		n.ExportPolicyID = &id
+	}
+	return n, nil
 }
 
 // modifyVolume checks every change of p first and then applies them all,
 // so a failing job changes nothing. Called with mu held.
 func (s *Simulator) modifyVolume(v *volumeState, p *volumePatch) *apiError {
+	ch, err := s.checkVolumePatch(v, p)
+	if err != nil {
+		return err
+	}
+	return s.applyVolumePatch(v, p, ch)
+}
+
+// volumeChange is what a volume patch resolves to once checked.
+type volumeChange struct {
+	restore    *snapshotState
+	snapPolicy *snapPolicyState
+	policy     *policyState
+	state      string
+	size       int64
+	guarantee  string
+	splitting  bool
+	junction   *string
+}
+
+// checkVolumePatch checks p against v and the objects it names.
+func (s *Simulator) checkVolumePatch(v *volumeState, p *volumePatch) (*volumeChange, *apiError) {
 	m := s.m
-	svm := m.svm(v.SVM)
-	u := s.newUsage()
-	aggr := m.aggr(v.Aggregate)
 	if p.Name != nil && *p.Name != v.Name && m.volumeByName(v.SVM, *p.Name) != nil {
-		return errConflict(codeVolDuplicate, "name", "Duplicate volume name %q.", *p.Name)
+		return nil, errConflict(codeVolDuplicate, "name", "Duplicate volume name %q.", *p.Name)
 	}
-	var restore *snapshotState
-	if p.RestoreSnap != "" {
-		if p.RestoreIsUUID {
-			restore = v.snapshot(p.RestoreSnap)
-		} else {
-			restore = v.snapshotByName(p.RestoreSnap)
-		}
-		if restore == nil {
-			return errNotFound(codeSnapNotFound, "restore_to.snapshot", "Snapshot %q does not exist in volume %q.", p.RestoreSnap, v.Name)
-		}
-		if len(m.clonesOf(v.UUID, "")) > 0 {
-			// ONTAP refuses a restore that would discard snapshots backing clones;
-			// being conservative, any clone blocks it.
-			for _, cl := range m.clonesOf(v.UUID, "") {
-				if sn := v.snapshot(cl.CloneParentSnap); sn != nil && sn.CreateTime.After(restore.CreateTime) {
-					return errConflict(codeSnapBusy, "restore_to.snapshot", "Snapshot %q of volume %q is in use by FlexClone %q.", sn.Name, v.Name, cl.Name)
-				}
-			}
-		}
+	ch := &volumeChange{state: v.State, size: v.Size, guarantee: v.Guarantee, splitting: p.Split != nil && *p.Split}
+	var err *apiError
+	if ch.restore, err = s.restoreTarget(v, p); err != nil {
+		return nil, err
 	}
-	var sp *snapPolicyState
 	if p.SnapshotPolicy != nil {
-		if sp = m.snapPolicyByName(*p.SnapshotPolicy); sp == nil {
-			return errNotFound(codeSnapPolicyNotFound, "snapshot_policy", "Snapshot policy %q does not exist.", *p.SnapshotPolicy)
+		if ch.snapPolicy = m.snapPolicyByName(*p.SnapshotPolicy); ch.snapPolicy == nil {
+			return nil, errNotFound(codeSnapPolicyNotFound, "snapshot_policy", "Snapshot policy %q does not exist.", *p.SnapshotPolicy)
 		}
 	}
-	var pol *policyState
 	if p.ExportPolicy != nil || p.ExportPolicyID != nil {
-		var err *apiError
 		name, id := "", int64(0)
 		if p.ExportPolicy != nil {
 			name = *p.ExportPolicy
 		} else {
 			id = *p.ExportPolicyID
 		}
-		if pol, err = s.findPolicy(svm, name, id); err != nil {
-			return err
+		if ch.policy, err = s.findPolicy(m.svm(v.SVM), name, id); err != nil {
+			return nil, err
 		}
 	}
-	state := v.State
 	if p.State != nil {
-		state = *p.State
+		ch.state = *p.State
 	}
-	newSize := v.Size
 	if p.Size != nil {
-		newSize = *p.Size
+		ch.size = *p.Size
 	}
-	guarantee := v.Guarantee
 	if p.Guarantee != nil {
-		guarantee = *p.Guarantee
+		ch.guarantee = *p.Guarantee
 	}
-	isClone := v.CloneParent != ""
-	splitting := p.Split != nil && *p.Split
-	if guarantee == "volume" && (!isClone || splitting) && aggr != nil {
-		// What the new settings take from the aggregate beyond today's footprint.
-		need := max(newSize, u.volumeUsed(v)) - u.footprint(v)
-		if avail := u.aggrAvailable(aggr); need > 0 && avail < need {
-			what := "grow"
-			if splitting {
-				what = "split"
-			}
-			return errAggrSpace(m, what, v, aggr, need, avail)
-		}
+	if err := s.checkPatchSpace(v, ch); err != nil {
+		return nil, err
 	}
-	var junction *string
-	if p.JunctionPath != nil {
-		jp := *p.JunctionPath
-		if v.IsSVMRoot && jp != "/" {
-			return errInvalid(codeJunctionInvalid, "nas.path", "The junction path of the SVM root volume cannot be changed.")
-		}
-		if jp != "" && jp != v.JunctionPath {
-			tmp := *v
-			tmp.State = state
-			if err := s.checkJunction(&tmp, jp); err != nil {
-				return err
-			}
-		}
-		junction = &jp
+	if ch.junction, err = s.checkPatchJunction(v, p, ch.state); err != nil {
+		return nil, err
 	}
-	if state != "online" && v.IsSVMRoot {
-		return errInvalid(codeInvalidValue, "state", "The SVM root volume cannot be taken offline.")
+	if ch.state != "online" && v.IsSVMRoot {
+		return nil, errInvalid(codeInvalidValue, "state", "The SVM root volume cannot be taken offline.")
 	}
+	return ch, nil
+}
 
-	// Apply.
-	if restore != nil {
-		if err := s.restoreSnapshot(v, restore); err != nil {
+// restoreTarget returns the snapshot a patch restores v to, nil if none.
+func (s *Simulator) restoreTarget(v *volumeState, p *volumePatch) (*snapshotState, *apiError) {
+	if p.RestoreSnap == "" {
+		return nil, nil
+	}
+	var restore *snapshotState
+	if p.RestoreIsUUID {
+		restore = v.snapshot(p.RestoreSnap)
+	} else {
+		restore = v.snapshotByName(p.RestoreSnap)
+	}
+	if restore == nil {
+		return nil, errNotFound(codeSnapNotFound, "restore_to.snapshot", "Snapshot %q does not exist in volume %q.", p.RestoreSnap, v.Name)
+	}
+	// ONTAP refuses a restore that would discard snapshots backing clones;
+	// being conservative, any clone blocks it.
+	for _, cl := range s.m.clonesOf(v.UUID, "") {
+		if sn := v.snapshot(cl.CloneParentSnap); sn != nil && sn.CreateTime.After(restore.CreateTime) {
+			return nil, errConflict(codeSnapBusy, "restore_to.snapshot", "Snapshot %q of volume %q is in use by FlexClone %q.", sn.Name, v.Name, cl.Name)
+		}
+	}
+	return restore, nil
+}
+
+// checkPatchSpace fails a thick grow or split that the aggregate cannot
+// hold.
+func (s *Simulator) checkPatchSpace(v *volumeState, ch *volumeChange) *apiError {
+	aggr := s.m.aggr(v.Aggregate)
+	isClone := v.CloneParent != ""
+	if ch.guarantee != "volume" || isClone && !ch.splitting || aggr == nil {
+		return nil
+	}
+	u := s.newUsage()
+	// What the new settings take from the aggregate beyond today's footprint.
+	need := max(ch.size, u.volumeUsed(v)) - u.footprint(v)
+	if avail := u.aggrAvailable(aggr); need > 0 && avail < need {
+		what := "grow"
+		if ch.splitting {
+			what = "split"
+		}
+		return errAggrSpace(s.m, what, v, aggr, need, avail)
+	}
+	return nil
+}
+
+// checkPatchJunction checks a new junction path of v, which will be in
+// state; nil when the patch sets none.
+func (s *Simulator) checkPatchJunction(v *volumeState, p *volumePatch, state string) (*string, *apiError) {
+	if p.JunctionPath == nil {
+		return nil, nil
+	}
+	jp := *p.JunctionPath
+	if v.IsSVMRoot && jp != "/" {
+		return nil, errInvalid(codeJunctionInvalid, "nas.path", "The junction path of the SVM root volume cannot be changed.")
+	}
+	if jp != "" && jp != v.JunctionPath {
+		tmp := *v
+		tmp.State = state
+		if err := s.checkJunction(&tmp, jp); err != nil {
+			return nil, err
+		}
+	}
+	return &jp, nil
+}
+
+// applyVolumePatch applies a checked patch.
+func (s *Simulator) applyVolumePatch(v *volumeState, p *volumePatch, ch *volumeChange) *apiError {
+	if ch.restore != nil {
+		if err := s.restoreSnapshot(v, ch.restore); err != nil {
 			return err
 		}
 	}
 	if p.Name != nil {
 		v.Name = *p.Name
 	}
-	v.Size = newSize
-	v.Guarantee = guarantee
+	v.Size = ch.size
+	v.Guarantee = ch.guarantee
 	if p.Comment != nil {
 		v.Comment = *p.Comment
 	}
-	if sp != nil {
-		v.SnapshotPolicy = sp.Name
+	if ch.snapPolicy != nil {
+		v.SnapshotPolicy = ch.snapPolicy.Name
 	}
 	if p.SnapdirAccess != nil {
 		v.SnapdirAccess = *p.SnapdirAccess
 	}
-	if pol != nil {
-		v.ExportPolicy = pol.ID
+	if err := s.applyVolumePatchNAS(v, p, ch); err != nil {
+		return err
+	}
+	if p.ReservePercent != nil {
+		v.ReservePercent = *p.ReservePercent
+	}
+	if p.TieringPolicy != nil {
+		v.TieringPolicy = *p.TieringPolicy
+	}
+	if p.QoSPolicy != nil {
+		v.QoSPolicy = *p.QoSPolicy
+	}
+	if p.AutosizeMode != nil {
+		v.AutosizeMode = *p.AutosizeMode
+	}
+	if ch.junction != nil {
+		v.JunctionPath = *ch.junction
+	}
+	v.State = ch.state
+	if ch.state != "online" {
+		v.JunctionPath = "" // offline and restricted volumes lose their junction (§3.5)
+	}
+	if ch.splitting {
+		v.CloneParent, v.CloneParentSnap, v.SplitInitiated = "", "", false
+	}
+	return nil
+}
+
+// applyVolumePatchNAS applies the export policy, security style and
+// ownership of a checked patch.
+func (s *Simulator) applyVolumePatchNAS(v *volumeState, p *volumePatch, ch *volumeChange) *apiError {
+	if ch.policy != nil {
+		v.ExportPolicy = ch.policy.ID
 	}
 	if p.SecurityStyle != nil {
 		v.SecurityStyle = *p.SecurityStyle
@@ -1076,28 +1207,6 @@ func (s *Simulator) modifyVolume(v *volumeState, p *volumePatch) *apiError {
 		if err := s.applyVolumeOwnership(v); err != nil {
 			return newError(http.StatusInternalServerError, codeJobFailed, "", "Failed to apply permissions: %v", err)
 		}
-	}
-	if p.ReservePercent != nil {
-		v.ReservePercent = *p.ReservePercent
-	}
-	if p.TieringPolicy != nil {
-		v.TieringPolicy = *p.TieringPolicy
-	}
-	if p.QoSPolicy != nil {
-		v.QoSPolicy = *p.QoSPolicy
-	}
-	if p.AutosizeMode != nil {
-		v.AutosizeMode = *p.AutosizeMode
-	}
-	if junction != nil {
-		v.JunctionPath = *junction
-	}
-	v.State = state
-	if state != "online" {
-		v.JunctionPath = "" // offline and restricted volumes lose their junction (§3.5)
-	}
-	if splitting {
-		v.CloneParent, v.CloneParentSnap, v.SplitInitiated = "", "", false
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/sirupsen/logrus"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
@@ -113,7 +113,7 @@ func benchCreateRequest(name string) *csi.CreateVolumeRequest {
 }
 
 func BenchmarkCreateVolume(b *testing.B) {
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		b.Run(driver, func(b *testing.B) {
 			p := benchPlugin(b, driver)
 			r := &benchResult{driver: driver, call: "CreateVolume"}
@@ -131,7 +131,7 @@ func BenchmarkCreateVolume(b *testing.B) {
 }
 
 func BenchmarkControllerPublishVolume(b *testing.B) {
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		b.Run(driver, func(b *testing.B) {
 			p := benchPlugin(b, driver)
 			for i := 0; i < b.N; i++ {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
@@ -155,7 +155,7 @@ func must(t *testing.T, err error) {
 // backend's shared policy "trident-<backendUUID>", its comment is empty,
 // the snapshot reserve is ONTAP's default.
 func TestTrident2010NAS(t *testing.T) {
-	p := Start(t, Options{Driver: ontap.DriverONTAPNAS})
+	p := Start(t, Options{Driver: config.DriverONTAPNAS})
 	s := p.Sim
 	var err error
 	// The shared policy admits another node only: ours is missing.
@@ -166,7 +166,7 @@ func TestTrident2010NAS(t *testing.T) {
 		JunctionPath: "/" + tridentInternal, SnapshotPolicy: "none", UnixPermissions: 777,
 	})
 	must(t, err)
-	c := &controllerCalls{t: t, s: s, o: Options{Driver: ontap.DriverONTAPNAS}, cap: mountCapability(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)}
+	c := &controllerCalls{t: t, s: s, o: Options{Driver: config.DriverONTAPNAS}, cap: mountCapability(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)}
 
 	if v := c.listed(); v.CapacityBytes != gib*95/100 || v.VolumeContext["internalName"] != tridentInternal {
 		t.Errorf("listed as %v", v)
@@ -197,7 +197,7 @@ func TestTrident2010NAS(t *testing.T) {
 // "<prefix>empty" until published, then on its own policy; its comment
 // holds Trident's pool labels.
 func TestTrident2606NAS(t *testing.T) {
-	p := Start(t, Options{Driver: ontap.DriverONTAPNAS})
+	p := Start(t, Options{Driver: config.DriverONTAPNAS})
 	s := p.Sim
 	var err error
 	_, err = s.CreateExportPolicy("trident_empty")
@@ -208,7 +208,7 @@ func TestTrident2606NAS(t *testing.T) {
 		SnapshotPolicy: "none", SnapshotReserve: &zero, Comment: tridentLabels, UnixPermissions: 777,
 	})
 	must(t, err)
-	c := &controllerCalls{t: t, s: s, o: Options{Driver: ontap.DriverONTAPNAS}, cap: mountCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}
+	c := &controllerCalls{t: t, s: s, o: Options{Driver: config.DriverONTAPNAS}, cap: mountCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}
 
 	c.publish()
 	own := exportPolicy(s, tridentInternal)
@@ -240,7 +240,7 @@ func TestTrident2606NAS(t *testing.T) {
 // backend's igroup "trident", which holds every node's IQN; the filesystem
 // type is a LUN attribute.
 func TestTrident2010SAN(t *testing.T) {
-	p := Start(t, Options{Driver: ontap.DriverONTAPSAN})
+	p := Start(t, Options{Driver: config.DriverONTAPSAN})
 	s := p.Sim
 	var err error
 	zero := 0
@@ -253,7 +253,7 @@ func TestTrident2010SAN(t *testing.T) {
 	must(t, err)
 	lunID, err := s.MapLUN("/vol/"+tridentInternal+"/lun0", "trident")
 	must(t, err)
-	c := &controllerCalls{t: t, s: s, o: Options{Driver: ontap.DriverONTAPSAN}, cap: mountCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}
+	c := &controllerCalls{t: t, s: s, o: Options{Driver: config.DriverONTAPSAN}, cap: mountCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}
 
 	if v := c.listed(); v.CapacityBytes != gib {
 		t.Errorf("listed capacity %d, want the LUN's", v.CapacityBytes)
@@ -280,7 +280,7 @@ func TestTrident2010SAN(t *testing.T) {
 // volume is still published to our node through Trident's igroup when we
 // take over.
 func TestTrident2606SAN(t *testing.T) {
-	p := Start(t, Options{Driver: ontap.DriverONTAPSAN})
+	p := Start(t, Options{Driver: config.DriverONTAPSAN})
 	s := p.Sim
 	var err error
 	zero := 0
@@ -295,7 +295,7 @@ func TestTrident2606SAN(t *testing.T) {
 	must(t, err)
 	_, err = s.MapLUN(lun, tridentIgroup)
 	must(t, err)
-	c := &controllerCalls{t: t, s: s, o: Options{Driver: ontap.DriverONTAPSAN}, cap: mountCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}
+	c := &controllerCalls{t: t, s: s, o: Options{Driver: config.DriverONTAPSAN}, cap: mountCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}
 
 	pc := c.publish()
 	if pc["iscsiIgroup"] != tridentIgroup || pc["filesystemType"] != "xfs" || pc["iscsiLunSerial"] != s.LUNs()[0].Serial {

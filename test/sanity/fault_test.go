@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
@@ -73,7 +73,7 @@ func TestFaultsLeaveNoOrphans(t *testing.T) {
 		VolumeCreate: ontapsim.Range{Min: 10 * ms, Max: 100 * ms}, VolumeDelete: ontapsim.Range{Min: 10 * ms, Max: 100 * ms},
 		VolumePatch: ontapsim.Range{Min: 2 * ms, Max: 50 * ms}, LUNCreate: ontapsim.Range{Min: 2 * ms, Max: 50 * ms},
 	}
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
 			t.Parallel()
 			p := Start(t, Options{Driver: driver, FastRetries: true, Sim: ontapsim.Config{Latency: latency, Seed: 7}})
@@ -143,7 +143,7 @@ func waitJobs(t *testing.T, s *ontapsim.Simulator) {
 // carries its parent's comment) is completed by the retried create, for
 // both drivers.
 func TestInterruptedCloneIsCompleted(t *testing.T) {
-	for _, driver := range []string{ontap.DriverONTAPNAS, ontap.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 		t.Run(driver, func(t *testing.T) {
 			p := Start(t, Options{Driver: driver, FastRetries: true})
 			caps := []*csi.VolumeCapability{mountCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}

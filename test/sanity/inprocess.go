@@ -20,6 +20,8 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/server"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
@@ -43,7 +45,7 @@ var NodeIPs = []string{"10.10.0.5", "192.168.77.5"}
 // plugintest.WriteBackendConfig's, extra last.
 func backendKeys(driver string, extra map[string]any) map[string]any {
 	keys := map[string]any{}
-	if driver == ontap.DriverONTAPNAS {
+	if driver == config.DriverONTAPNAS {
 		keys["autoExportPolicy"] = true
 		keys["autoExportCIDRs"] = []string{"10.10.0.0/16"}
 	}
@@ -55,7 +57,7 @@ func backendKeys(driver string, extra map[string]any) map[string]any {
 
 // Options describe an in-process controller under test.
 type Options struct {
-	// Driver is ontap.DriverONTAPNAS or ontap.DriverONTAPSAN.
+	// Driver is config.DriverONTAPNAS or config.DriverONTAPSAN.
 	Driver string
 	// Backend holds extra or overriding keys of the backend config.
 	Backend map[string]any
@@ -66,7 +68,7 @@ type Options struct {
 
 // Plugin is an in-process controller with its simulator: the Identity
 // and Controller services of ontap-csi --csi_role=allInOne, assembled as
-// cmd/ontap-csi does (backend config parsed by ontap.LoadBackendConfig,
+// cmd/ontap-csi does (backend config parsed by config.Load,
 // ontap.NewBackend, controller.New), its node known to the in-process node
 // registry, served over a unix socket.
 type Plugin struct {
@@ -98,13 +100,13 @@ func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 	t.Helper()
 	dir := t.TempDir()
 	cfgFile := plugintest.WriteBackendConfig(t, dir, s, o.Driver, backendKeys(o.Driver, o.Backend))
-	cfg, err := ontap.LoadBackendConfig(cfgFile)
+	cfg, err := config.Load(cfgFile)
 	if err != nil {
 		t.Fatalf("backend config: %v", err)
 	}
 	opts := ontap.Options{}
 	if o.FastRetries {
-		opts.Client = func(c *ontap.ClientConfig) {
+		opts.Client = func(c *rest.ClientConfig) {
 			c.RetryBaseDelay, c.RetryMaxDelay, c.MaxRetryAfter = time.Millisecond, 20*time.Millisecond, 20*time.Millisecond
 			c.JobPollInitial, c.JobPollMax = time.Millisecond, 20*time.Millisecond
 		}

@@ -7,7 +7,7 @@ import (
 
 	csisanity "github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
@@ -36,7 +36,7 @@ func Run(t *testing.T, driver string) {
 		// wants NodeGetInfo to report a topology.
 		Topology: "topology.kubernetes.io/zone=zone-a",
 	}
-	if driver == ontap.DriverONTAPSAN {
+	if driver == config.DriverONTAPSAN {
 		o.ISCSI = plugintest.StartISCSI(t, roots, s, NodeIQN)
 	}
 	p := plugintest.Start(t, o)

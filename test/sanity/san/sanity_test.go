@@ -3,7 +3,7 @@ package san
 import (
 	"testing"
 
-	"github.com/ontap-csi/ontap-csi/backends/ontap"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 	"github.com/ontap-csi/ontap-csi/test/sanity"
 )
@@ -12,4 +12,4 @@ func TestMain(m *testing.M) { plugintest.Main(m) }
 
 // TestSanity runs csi-sanity against ontap-csi --csi_role=allInOne with
 // an ontap-san backend on the ONTAP simulator.
-func TestSanity(t *testing.T) { sanity.Run(t, ontap.DriverONTAPSAN) }
+func TestSanity(t *testing.T) { sanity.Run(t, config.DriverONTAPSAN) }

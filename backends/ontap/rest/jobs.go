@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -89,7 +89,7 @@ func (j *job) failure(method, endpoint string) error {
 		msg = "job failed"
 	}
 	return &Error{
-		Class:    classify(method, 0, code, msg),
+		Class:    classify(method, 0, code),
 		Endpoint: endpoint,
 		Code:     code,
 		Message:  msg,

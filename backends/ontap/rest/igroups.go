@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func (w *igroupWire) igroup() Igroup {
 const igroupsEndpoint = "/protocols/san/igroups"
 
 // CreateIgroup creates an iSCSI igroup of OS type linux holding initiators
-// (IQNs) and returns it. ErrAlreadyExists if the name is taken.
+// (IQNs) and returns it. ClassAlreadyExists if the name is taken.
 func (c *Client) CreateIgroup(ctx context.Context, name string, initiators ...string) (*Igroup, error) {
 	svm, err := c.svm(ctx)
 	if err != nil {
@@ -83,7 +83,7 @@ func (c *Client) GetIgroup(ctx context.Context, name string) (*Igroup, error) {
 	return &ig, nil
 }
 
-// DeleteIgroup deletes an igroup. ErrInUse while it is mapped to a LUN.
+// DeleteIgroup deletes an igroup. ClassInUse while it is mapped to a LUN.
 func (c *Client) DeleteIgroup(ctx context.Context, uuid string) error {
 	const endpoint = igroupsEndpoint + "/{uuid}"
 	path, err := instancePath(igroupsEndpoint+"/", uuid, "DELETE "+endpoint)
@@ -93,7 +93,7 @@ func (c *Client) DeleteIgroup(ctx context.Context, uuid string) error {
 	return resolveDelete(c.mutate(ctx, http.MethodDelete, endpoint, path, nil, nil, nil))
 }
 
-// AddInitiator adds an IQN to an igroup. ErrAlreadyExists if it is already
+// AddInitiator adds an IQN to an igroup. ClassAlreadyExists if it is already
 // a member.
 func (c *Client) AddInitiator(ctx context.Context, igroupUUID, iqn string) error {
 	const endpoint = igroupsEndpoint + "/{uuid}/initiators"
@@ -109,9 +109,9 @@ func (c *Client) AddInitiator(ctx context.Context, igroupUUID, iqn string) error
 	return err
 }
 
-// RemoveInitiator removes an IQN from an igroup. ErrNotFound if it is not a
-// member; ErrInUse while the igroup is mapped.
-func (c *Client) RemoveInitiator(ctx context.Context, igroupUUID, iqn string) error {
+// removeInitiator removes an IQN from an igroup. ClassNotFound if it is not a
+// member; ClassInUse while the igroup is mapped.
+func (c *Client) removeInitiator(ctx context.Context, igroupUUID, iqn string) error {
 	const endpoint = igroupsEndpoint + "/{uuid}/initiators/{name}"
 	base, err := instancePath(igroupsEndpoint+"/", igroupUUID, "DELETE "+endpoint)
 	if err != nil {

@@ -1,53 +1,12 @@
-package ontap
+package rest
 
 import (
 	"errors"
-	"io"
-	"strings"
 	"testing"
 	"unicode/utf8"
-
-	"github.com/sirupsen/logrus"
 )
 
 // Seed corpora live in testdata/fuzz/<FuzzName>/.
-
-func FuzzParseBackendConfig(f *testing.F) {
-	// Warnings go to logrus; a fuzz worker's output is not drained while it
-	// runs, so a full pipe would stall it.
-	logrus.SetOutput(io.Discard)
-	dir := f.TempDir() // holds no credentials file: relative ones fail to open
-	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := ParseBackendConfig("fuzz.json", data, dir)
-		if err != nil {
-			if !strings.HasPrefix(err.Error(), `backend config "fuzz.json": `) {
-				t.Fatalf("error without source: %v", err)
-			}
-			return
-		}
-		if cfg.Version != 1 || (cfg.StorageDriverName != DriverONTAPNAS && cfg.StorageDriverName != DriverONTAPSAN) {
-			t.Fatalf("accepted %v", cfg)
-		}
-		if cfg.SVM == "" || cfg.ManagementLIF == "" || cfg.Defaults.Size <= 0 {
-			t.Fatalf("accepted without required values: %v", cfg)
-		}
-		for _, p := range cfg.Storage {
-			if p.Defaults.Size <= 0 {
-				t.Fatalf("pool without size: %v", p)
-			}
-		}
-		if _, err := normalizeManagementLIF(cfg.ManagementLIF); err != nil {
-			t.Fatalf("accepted management LIF %q: %v", cfg.ManagementLIF, err)
-		}
-		if _, err := unixPermissionsWire(cfg.Defaults.UnixPermissions); err != nil {
-			t.Fatalf("accepted permissions %q", cfg.Defaults.UnixPermissions)
-		}
-		// A long enough password never shows in the printed config.
-		if pw := string(cfg.Password); len(pw) >= 16 && strings.Contains(cfg.String(), pw) {
-			t.Fatalf("password shown")
-		}
-	})
-}
 
 func FuzzDecodeError(f *testing.F) {
 	f.Fuzz(func(t *testing.T, method string, status int, body []byte) {

@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -42,12 +42,27 @@ func TestFaultInjectionCyclesLeaveExactState(t *testing.T) {
 	aggr := s.Info().Aggregates[0]
 	s.SetFaults(faults)
 
-	const cycles, workers = 200, 4
+	const cycles = 200
 	keep := func(i int) bool { return i%10 == 0 }
+	runCycles(t, c, aggr, cycles, keep)
+	s.SetFaults(nil)
+
+	st := s.Stats()
+	t.Logf("%d requests, %d injected faults", st.Requests, st.Faults)
+	if st.Faults < st.Requests/10 {
+		t.Errorf("only %d of %d requests faulted: the test did not exercise retries", st.Faults, st.Requests)
+	}
+
+	checkCycleState(t, s, cycles, keep)
+}
+
+// runCycles runs the create/delete cycles of every object family on 4
+// workers; keep(i) tells whether cycle i leaves its objects.
+func runCycles(t *testing.T, c *Client, aggr string, cycles int, keep func(int) bool) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	work := make(chan int)
-	for w := 0; w < workers; w++ {
+	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -69,14 +84,11 @@ func TestFaultInjectionCyclesLeaveExactState(t *testing.T) {
 	}
 	close(work)
 	wg.Wait()
-	s.SetFaults(nil)
+}
 
-	st := s.Stats()
-	t.Logf("%d requests, %d injected faults", st.Requests, st.Faults)
-	if st.Faults < st.Requests/10 {
-		t.Errorf("only %d of %d requests faulted: the test did not exercise retries", st.Faults, st.Requests)
-	}
-
+// checkCycleState compares the simulator's objects with those of the
+// cycles that keep theirs.
+func checkCycleState(t *testing.T, s *ontapsim.Simulator, cycles int, keep func(int) bool) {
 	var wantVols, wantLUNs, wantIgroups, wantMaps, wantPolicies []string
 	for i := 0; i < cycles; i++ {
 		if keep(i) {
@@ -141,7 +153,7 @@ func volumeCycle(ctx context.Context, c *Client, aggr string, i int, keep bool) 
 	if err != nil {
 		return err
 	}
-	if err := c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: Ptr("/" + name)}); err != nil {
+	if err := c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: new("/" + name)}); err != nil {
 		return err
 	}
 	if keep {
@@ -179,7 +191,7 @@ func sanCycle(ctx context.Context, c *Client, aggr string, i int, keep bool) err
 	if err := c.DeleteIgroup(ctx, ig.UUID); err != nil {
 		return err
 	}
-	if err := c.DeleteLUN(ctx, lun.UUID, false); err != nil {
+	if err := c.deleteLUN(ctx, lun.UUID, false); err != nil {
 		return err
 	}
 	v, err := c.GetVolume(ctx, vol)

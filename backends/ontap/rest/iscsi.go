@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -35,9 +35,9 @@ func (c *Client) ISCSIService(ctx context.Context) (*ISCSIService, error) {
 	return &ISCSIService{Enabled: w.Enabled, TargetName: w.Target.Name, TargetAlias: w.Target.Alias}, nil
 }
 
-// CHAP is the SVM's default iSCSI authentication. ONTAP never returns the
+// chapConfig is the SVM's default iSCSI authentication. ONTAP never returns the
 // passwords.
-type CHAP struct {
+type chapConfig struct {
 	AuthenticationType string // chap, none or deny
 	InboundUser        string
 	OutboundUser       string
@@ -53,7 +53,7 @@ type CHAPCredentials struct {
 }
 
 func (c CHAPCredentials) String() string {
-	return fmt.Sprintf("ontap.CHAPCredentials{InboundUser:%q InboundPassword:%s OutboundUser:%q OutboundPassword:%s}",
+	return fmt.Sprintf("rest.CHAPCredentials{InboundUser:%q InboundPassword:%s OutboundUser:%q OutboundPassword:%s}",
 		c.InboundUser, redacted(c.InboundPassword != ""), c.OutboundUser, redacted(c.OutboundPassword != ""))
 }
 
@@ -62,8 +62,8 @@ func (c CHAPCredentials) LogValue() slog.Value { return slog.StringValue(c.Strin
 
 const credentialsEndpoint = "/protocols/san/iscsi/credentials"
 
-// CHAP returns the SVM's default initiator security settings.
-func (c *Client) CHAP(ctx context.Context) (*CHAP, error) {
+// chap returns the SVM's default initiator security settings.
+func (c *Client) chap(ctx context.Context) (*chapConfig, error) {
 	svm, err := c.svm(ctx)
 	if err != nil {
 		return nil, err
@@ -90,7 +90,7 @@ func (c *Client) CHAP(ctx context.Context) (*CHAP, error) {
 		return nil, notFound(credentialsEndpoint, "iSCSI credential", "default")
 	}
 	w := recs[0]
-	return &CHAP{AuthenticationType: w.AuthenticationType, InboundUser: w.CHAP.Inbound.User, OutboundUser: w.CHAP.Outbound.User}, nil
+	return &chapConfig{AuthenticationType: w.AuthenticationType, InboundUser: w.CHAP.Inbound.User, OutboundUser: w.CHAP.Outbound.User}, nil
 }
 
 // SetCHAP turns on bidirectional CHAP for the SVM's default initiator

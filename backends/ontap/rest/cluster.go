@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -6,16 +6,16 @@ import (
 	"net/url"
 )
 
-// Version is an ONTAP release, e.g. 9.15.1.
-type Version struct {
+// version is an ONTAP release, e.g. 9.15.1.
+type version struct {
 	Generation, Major, Minor int
 	Full                     string // "NetApp Release 9.15.1: ..."
 }
 
-func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Generation, v.Major, v.Minor) }
+func (v version) String() string { return fmt.Sprintf("%d.%d.%d", v.Generation, v.Major, v.Minor) }
 
-// AtLeast reports whether v is generation.major.minor or later.
-func (v Version) AtLeast(generation, major, minor int) bool {
+// atLeast reports whether v is generation.major.minor or later.
+func (v version) atLeast(generation, major, minor int) bool {
 	if v.Generation != generation {
 		return v.Generation > generation
 	}
@@ -25,15 +25,15 @@ func (v Version) AtLeast(generation, major, minor int) bool {
 	return v.Minor >= minor
 }
 
-// Cluster identifies the ONTAP cluster.
-type Cluster struct {
+// clusterInfo identifies the ONTAP cluster.
+type clusterInfo struct {
 	Name    string
 	UUID    string
-	Version Version
+	Version version
 }
 
-// Cluster returns the cluster's name and version (GET /cluster).
-func (c *Client) Cluster(ctx context.Context) (*Cluster, error) {
+// cluster returns the cluster's name and version (GET /cluster).
+func (c *Client) cluster(ctx context.Context) (*clusterInfo, error) {
 	var w struct {
 		Name    string `json:"name"`
 		UUID    string `json:"uuid"`
@@ -47,7 +47,7 @@ func (c *Client) Cluster(ctx context.Context) (*Cluster, error) {
 	if err := c.get(ctx, "/cluster", "/cluster", url.Values{"fields": {"name,uuid,version"}}, &w); err != nil {
 		return nil, err
 	}
-	return &Cluster{Name: w.Name, UUID: w.UUID, Version: Version{
+	return &clusterInfo{Name: w.Name, UUID: w.UUID, Version: version{
 		Generation: w.Version.Generation, Major: w.Version.Major, Minor: w.Version.Minor, Full: w.Version.Full,
 	}}, nil
 }
@@ -155,15 +155,15 @@ func (c *Client) Aggregate(ctx context.Context, name string) (*Aggregate, error)
 	}, nil
 }
 
-// Node is a cluster node.
-type Node struct {
+// node is a cluster node.
+type node struct {
 	UUID         string
 	Name         string
 	SerialNumber string
 }
 
-// Nodes lists the cluster's nodes (GET /cluster/nodes).
-func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+// nodes lists the cluster's nodes (GET /cluster/nodes).
+func (c *Client) nodes(ctx context.Context) ([]node, error) {
 	type wire struct {
 		UUID         string `json:"uuid"`
 		Name         string `json:"name"`
@@ -173,9 +173,9 @@ func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	nodes := make([]Node, 0, len(recs))
+	nodes := make([]node, 0, len(recs))
 	for _, w := range recs {
-		nodes = append(nodes, Node(w))
+		nodes = append(nodes, node(w))
 	}
 	return nodes, nil
 }

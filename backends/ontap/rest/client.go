@@ -1,12 +1,11 @@
-// Package ontap is a small typed client for the ONTAP REST API (ONTAP 9.8+,
-// /api) covering exactly what the ontap-nas and ontap-san drivers need, plus
-// the parser for Trident's backend configuration.
+// Package rest is a small typed client for the ONTAP REST API (ONTAP 9.8+,
+// /api) covering exactly what the ontap-nas and ontap-san drivers need.
 //
 // Every call takes a context, which bounds it as a whole (retries and job
 // waits included); each HTTP request is also bounded by
-// ClientConfig.RequestTimeout. Failures are *Error values classified once
-// (see Class); test them with errors.Is(err, ErrNotFound) or IsNotFound(err).
-package ontap
+// ClientConfig.RequestTimeout. Failures are *Error values classified once,
+// by ONTAP's code (see Class); test them with ClassOf or IsNotFound.
+package rest
 
 import (
 	"bytes"
@@ -14,7 +13,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,19 +29,20 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/backends/ontap/internal/lif"
 )
 
 // Defaults of ClientConfig.
 const (
-	DefaultMaxConcurrentRequests = 20 // Trident's ONTAPRequestLimit
-	DefaultReturnTimeout         = 30 * time.Second
-	DefaultRequestTimeout        = DefaultReturnTimeout + 30*time.Second
-	DefaultMaxAttempts           = 8
-	DefaultRetryBaseDelay        = 100 * time.Millisecond
-	DefaultRetryMaxDelay         = 5 * time.Second
-	DefaultMaxRetryAfter         = 30 * time.Second
-	DefaultJobPollInitial        = 50 * time.Millisecond
-	DefaultJobPollMax            = time.Second
+	defaultMaxConcurrentRequests = 20 // Trident's ONTAPRequestLimit
+	defaultReturnTimeout         = 30 * time.Second
+	defaultMaxAttempts           = 8
+	defaultRetryBaseDelay        = 100 * time.Millisecond
+	defaultRetryMaxDelay         = 5 * time.Second
+	defaultMaxRetryAfter         = 30 * time.Second
+	defaultJobPollInitial        = 50 * time.Millisecond
+	defaultJobPollMax            = time.Second
 
 	maxReturnTimeout = 120 * time.Second // ONTAP accepts 0..120 s
 	maxResponseBytes = 64 << 20
@@ -79,7 +78,8 @@ type ClientConfig struct {
 	// cap is shared by every Client of the process that talks to the same
 	// LIF; the first Client created for a LIF sets its size.
 	MaxConcurrentRequests int
-	// RequestTimeout bounds one HTTP request; it must exceed ReturnTimeout.
+	// RequestTimeout bounds one HTTP request; it must exceed ReturnTimeout
+	// (default: ReturnTimeout + 30 s).
 	RequestTimeout time.Duration
 	// ReturnTimeout is sent as return_timeout on every mutating call, so a
 	// job that finishes within it costs a single round trip (max 120 s).
@@ -98,7 +98,7 @@ type ClientConfig struct {
 }
 
 func (c ClientConfig) String() string {
-	return fmt.Sprintf("ontap.ClientConfig{ManagementLIF:%q SVM:%q Username:%q Password:%s ClientCertificate:%s "+
+	return fmt.Sprintf("rest.ClientConfig{ManagementLIF:%q SVM:%q Username:%q Password:%s ClientCertificate:%s "+
 		"ClientPrivateKey:%s TrustedCACertificate:%s InsecureSkipTLSVerify:%t Scheme:%q}",
 		c.ManagementLIF, c.SVM, c.Username, redacted(c.Password != ""), present(len(c.ClientCertificate) > 0),
 		redacted(len(c.ClientPrivateKey) > 0), present(len(c.TrustedCACertificate) > 0),
@@ -127,31 +127,31 @@ func (c *ClientConfig) setDefaults() {
 		c.Scheme = "https"
 	}
 	if c.MaxConcurrentRequests <= 0 {
-		c.MaxConcurrentRequests = DefaultMaxConcurrentRequests
+		c.MaxConcurrentRequests = defaultMaxConcurrentRequests
 	}
 	if c.ReturnTimeout <= 0 {
-		c.ReturnTimeout = DefaultReturnTimeout
+		c.ReturnTimeout = defaultReturnTimeout
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = c.ReturnTimeout + 30*time.Second
 	}
 	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = DefaultMaxAttempts
+		c.MaxAttempts = defaultMaxAttempts
 	}
 	if c.RetryBaseDelay <= 0 {
-		c.RetryBaseDelay = DefaultRetryBaseDelay
+		c.RetryBaseDelay = defaultRetryBaseDelay
 	}
 	if c.RetryMaxDelay <= 0 {
-		c.RetryMaxDelay = DefaultRetryMaxDelay
+		c.RetryMaxDelay = defaultRetryMaxDelay
 	}
 	if c.MaxRetryAfter <= 0 {
-		c.MaxRetryAfter = DefaultMaxRetryAfter
+		c.MaxRetryAfter = defaultMaxRetryAfter
 	}
 	if c.JobPollInitial <= 0 {
-		c.JobPollInitial = DefaultJobPollInitial
+		c.JobPollInitial = defaultJobPollInitial
 	}
 	if c.JobPollMax <= 0 {
-		c.JobPollMax = DefaultJobPollMax
+		c.JobPollMax = defaultJobPollMax
 	}
 }
 
@@ -174,9 +174,9 @@ type Client struct {
 // NewClient validates cfg and builds a Client. It does not contact ONTAP.
 func NewClient(cfg ClientConfig) (*Client, error) {
 	cfg.setDefaults()
-	hostPort, err := normalizeManagementLIF(cfg.ManagementLIF)
+	hostPort, err := lif.HostPort(cfg.ManagementLIF)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ontap: %w", err)
 	}
 	if cfg.SVM == "" {
 		return nil, errors.New("ontap: SVM name is required")
@@ -239,9 +239,6 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // Close releases idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
 
-// SVMName returns the configured SVM name.
-func (c *Client) SVMName() string { return c.cfg.SVM }
-
 var lifSemaphores sync.Map // "scheme://host:port" -> chan struct{}
 
 func lifSemaphore(key string, size int) chan struct{} {
@@ -249,92 +246,10 @@ func lifSemaphore(key string, size int) chan struct{} {
 	return s.(chan struct{})
 }
 
-// normalizeManagementLIF turns a managementLIF value into host:port.
-func normalizeManagementLIF(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return "", errors.New("ontap: management LIF is required")
-	}
-	if strings.ContainsAny(s, "/?#@ ") {
-		return "", fmt.Errorf("ontap: management LIF %q must be a host or host:port, not a URL", s)
-	}
-	host, port := s, "443"
-	switch {
-	case strings.HasPrefix(s, "["):
-		end := strings.Index(s, "]")
-		if end < 0 {
-			return "", fmt.Errorf("ontap: management LIF %q has an unterminated [", s)
-		}
-		host = s[1:end]
-		rest := s[end+1:]
-		if rest != "" {
-			if !strings.HasPrefix(rest, ":") {
-				return "", fmt.Errorf("ontap: management LIF %q has junk after ]", s)
-			}
-			port = rest[1:]
-		}
-		if ip := net.ParseIP(host); ip == nil || ip.To4() != nil {
-			return "", fmt.Errorf("ontap: management LIF %q: %q in brackets is not an IPv6 address", s, host)
-		}
-	case strings.Count(s, ":") > 1:
-		if net.ParseIP(s) == nil {
-			return "", fmt.Errorf("ontap: management LIF %q is not a valid address (put IPv6 addresses in brackets)", s)
-		}
-		host = s
-	case strings.Contains(s, ":"):
-		host, port, _ = strings.Cut(s, ":")
-	}
-	if host == "" {
-		return "", fmt.Errorf("ontap: management LIF %q has no host", s)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("ontap: management LIF %q has an invalid port %q", s, port)
-	}
-	if net.ParseIP(host) == nil && !validHostname(host) {
-		return "", fmt.Errorf("ontap: management LIF %q: %q is neither an IP address nor a host name", s, host)
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
-func validHostname(h string) bool {
-	if len(h) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, r := range label {
-			if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // validPathSegment reports whether s (a UUID, numeric id or name that came
 // from ONTAP) can be put into a URL path as one segment.
 func validPathSegment(s string) bool {
 	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/?#%\\") && len(s) <= 1024
-}
-
-type requestIDKey struct{}
-
-// WithRequestID returns a context whose ONTAP requests log id as their
-// request id, so that ONTAP calls can be matched with the CSI call that made
-// them. Without it each call logs an id of its own.
-func WithRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, requestIDKey{}, id)
-}
-
-func requestID(ctx context.Context) string {
-	if id, ok := ctx.Value(requestIDKey{}).(string); ok && id != "" {
-		return id
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // call is one logical ONTAP request.
@@ -374,11 +289,10 @@ func (c *Client) do(ctx context.Context, r *call) (*result, error) {
 			return nil, &Error{Class: ClassInvalid, Endpoint: r.label(), Message: "encoding request: " + err.Error()}
 		}
 	}
-	reqID := requestID(ctx)
 	ambiguous := false
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		res, retryAfter, wrote, err := c.attempt(ctx, r, body, reqID, attempt)
+		res, retryAfter, wrote, err := c.attempt(ctx, r, body, attempt)
 		if err == nil {
 			res.ambiguous = ambiguous
 			return res, nil
@@ -490,8 +404,10 @@ func backoff(base, limit time.Duration, attempt int) time.Duration {
 
 // attempt performs one HTTP request while holding a slot of the LIF's
 // concurrency cap. On failure it returns an *Error for an ONTAP answer, or
-// the transport error; wrote tells whether the request was fully sent.
-func (c *Client) attempt(ctx context.Context, r *call, body []byte, reqID string, n int) (*result, time.Duration, bool, error) {
+// the transport error; wrote tells whether the request was fully sent. Its
+// log line is made with ctx, so it carries the id of the CSI call that made
+// the request (the server's logrus hook adds it); n counts the attempts.
+func (c *Client) attempt(ctx context.Context, r *call, body []byte, n int) (*result, time.Duration, bool, error) {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -538,25 +454,25 @@ func (c *Client) attempt(ctx context.Context, r *call, body []byte, reqID string
 	resp, err := c.http.Do(req)
 	elapsed := time.Since(start)
 	requestDuration.WithLabelValues(r.label()).Observe(elapsed.Seconds())
-	fields := logrus.Fields{"method": r.method, "endpoint": r.endpoint, "duration": elapsed, "requestID": reqID, "attempt": n}
+	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"method": r.method, "endpoint": r.endpoint, "duration": elapsed, "attempt": n})
 	if err != nil {
 		sentMu.Lock()
 		w := sent
 		sentMu.Unlock()
-		logrus.WithFields(fields).WithField("error", scrubURLError(err)).Debug("ONTAP request failed")
+		log.WithField("error", scrubURLError(err)).Debug("ONTAP request failed")
 		return nil, 0, w, scrubURLError(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	fields["status"] = resp.StatusCode
+	log = log.WithField("status", resp.StatusCode)
 	if err == nil && len(data) > maxResponseBytes {
 		err = fmt.Errorf("response larger than %d bytes", maxResponseBytes)
 	}
 	if err != nil {
-		logrus.WithFields(fields).WithField("error", err).Debug("ONTAP request failed reading the response")
+		log.WithField("error", err).Debug("ONTAP request failed reading the response")
 		return nil, 0, true, err
 	}
-	logrus.WithFields(fields).Debug("ONTAP request")
+	log.Debug("ONTAP request")
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return &result{status: resp.StatusCode, body: data}, 0, true, nil
 	}
@@ -753,6 +669,3 @@ func queryLiteral(v string) string {
 func notFound(endpoint, what, name string) error {
 	return &Error{Class: ClassNotFound, Endpoint: "GET " + endpoint, Message: fmt.Sprintf("%s %q not found", what, name)}
 }
-
-// Ptr returns a pointer to v, for the optional fields of modify requests.
-func Ptr[T any](v T) *T { return &v }

@@ -1,11 +1,14 @@
-package ontap
+package rest
 
 import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ontap-csi/ontap-csi/backends"
 )
 
 func TestDecodeError(t *testing.T) {
@@ -29,8 +32,9 @@ func TestDecodeError(t *testing.T) {
 		{"400 user not authorized code", "POST", 400, `{"error":{"message":"User is not authorized","code":"6691623"}}`, ClassAuth, "6691623", "not authorized"},
 		{"429", "POST", 429, `{"error":{"message":"Too many requests","code":"262160"}}`, ClassThrottled, "262160", "Too many"},
 		{"503 code 7", "GET", 503, `{"error":{"message":"busy","code":"7"}}`, ClassThrottled, "7", "busy"},
-		{"temporarily locked", "PATCH", 409, `{"error":{"message":"The system is temporarily locked, retry","code":"13001"}}`, ClassThrottled, "13001", "temporarily locked"},
-		{"temporarily locked with code 8", "DELETE", 409, `{"error":{"message":"Resource is temporarily locked. Wait a few minutes and try again.","code":"8"}}`, ClassThrottled, "8", "temporarily locked"},
+		{"transient in use (503, code 8) is retried", "DELETE", 503, `{"error":{"message":"Resource is temporarily locked. Wait a few minutes and try again.","code":"8"}}`, ClassThrottled, "8", "temporarily locked"},
+		{"message text decides nothing", "PATCH", 409, `{"error":{"message":"The system is temporarily locked, retry","code":"8"}}`, ClassInUse, "8", "temporarily locked"},
+		{"unknown code on PATCH 409 is in use whatever the text", "PATCH", 409, `{"error":{"message":"The system is temporarily locked, retry","code":"13001"}}`, ClassInUse, "13001", "temporarily locked"},
 		{"code 8 without lock is in use", "DELETE", 409, `{"error":{"message":"entry is in use","code":"8"}}`, ClassInUse, "8", "in use"},
 		{"409 unknown code on POST", "POST", 409, `{"error":{"message":"conflict","code":"99999999"}}`, ClassAlreadyExists, "99999999", "conflict"},
 		{"409 unknown code on DELETE", "DELETE", 409, `{"error":{"message":"conflict","code":"99999999"}}`, ClassInUse, "99999999", "conflict"},
@@ -52,19 +56,25 @@ func TestDecodeError(t *testing.T) {
 	}
 }
 
-func TestErrorSentinels(t *testing.T) {
-	for class, sentinel := range classSentinels {
+// Each class answers to its own predicate only, through wrapping, and an
+// ONTAP error is never mistaken for a backend error kind of the same name.
+func TestClassPredicates(t *testing.T) {
+	predicates := map[Class]func(error) bool{ClassNotFound: IsNotFound, ClassAlreadyExists: IsAlreadyExists, ClassInUse: IsInUse}
+	kinds := []error{backends.ErrNotFound, backends.ErrAlreadyExists, backends.ErrInUse, backends.ErrInvalid, backends.ErrUnavailable}
+	for class := ClassUnknown; class <= ClassAuth; class++ {
 		err := fmt.Errorf("wrapped: %w", &Error{Class: class, Message: "m"})
-		if !errors.Is(err, sentinel) {
-			t.Errorf("class %v does not match its sentinel", class)
-		}
-		for other, s := range classSentinels {
-			if other != class && errors.Is(err, s) {
-				t.Errorf("class %v matches sentinel of %v", class, other)
-			}
-		}
 		if ClassOf(err) != class {
 			t.Errorf("ClassOf = %v, want %v", ClassOf(err), class)
+		}
+		for c, is := range predicates {
+			if is(err) != (c == class) {
+				t.Errorf("class %v: predicate of %v says %v", class, c, is(err))
+			}
+		}
+		for _, kind := range kinds {
+			if errors.Is(err, kind) {
+				t.Errorf("class %v matches backend kind %v", class, kind)
+			}
 		}
 	}
 	if ClassOf(errors.New("plain")) != ClassUnknown || IsNotFound(errors.New("plain")) {
@@ -73,6 +83,23 @@ func TestErrorSentinels(t *testing.T) {
 	e := &Error{Class: ClassNotFound, Endpoint: "GET /storage/volumes", Status: http.StatusNotFound, Code: "4", Message: "entry doesn't exist", Target: "uuid", JobUUID: "j1"}
 	if got, want := e.Error(), `ontap: GET /storage/volumes: entry doesn't exist (code 4, target "uuid", job j1, HTTP 404)`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+// The codes ONTAP documents for one class are classified as that class
+// whatever the status.
+func TestCodeClasses(t *testing.T) {
+	for code, class := range codeClasses {
+		if got := classify(http.MethodPost, http.StatusBadRequest, code); got != class {
+			t.Errorf("code %s: %v, want %v", code, got, class)
+		}
+	}
+	for _, r := range codeRanges {
+		for _, n := range []int64{r.lo, (r.lo + r.hi) / 2, r.hi} {
+			if got := classify(http.MethodGet, http.StatusInternalServerError, strconv.FormatInt(n, 10)); got != r.class {
+				t.Errorf("code %d: %v, want %v", n, got, r.class)
+			}
+		}
 	}
 }
 

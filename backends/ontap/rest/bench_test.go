@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // latency the simulator injected (1.00 = no overhead from polling or
 // retries). make bench runs it with
 //
-//	go test -run '^$' -bench BenchmarkClient -benchtime 10x ./backends/ontap/
+//	go test -run '^$' -bench BenchmarkClient -benchtime 10x ./backends/ontap/rest/
 //
 // and each sub-benchmark logs a Markdown table row for docs/benchmarks.md.
 func BenchmarkClient(b *testing.B) {
@@ -41,7 +41,7 @@ func BenchmarkClient(b *testing.B) {
 			run: func(c *Client, i int) error {
 				name := fmt.Sprintf("b_vol_%d", i)
 				return c.CreateVolume(ctx, VolumeCreate{Name: name, Aggregate: aggr, Size: 1 << 30, SpaceReserve: "none",
-					SnapshotPolicy: "none", SnapshotReservePercent: Ptr(0), JunctionPath: "/" + name})
+					SnapshotPolicy: "none", SnapshotReservePercent: new(0), JunctionPath: "/" + name})
 			},
 		},
 		{

@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -71,7 +71,7 @@ func (w *lunWire) lun() LUN {
 const lunsEndpoint = "/storage/luns"
 
 // CreateLUN creates a LUN and returns it, serial number included.
-// ErrAlreadyExists if the path is taken.
+// ClassAlreadyExists if the path is taken.
 func (c *Client) CreateLUN(ctx context.Context, l LUNCreate) (*LUN, error) {
 	svm, err := c.svm(ctx)
 	if err != nil {
@@ -143,7 +143,7 @@ func (c *Client) ListLUNs(ctx context.Context, pattern string) ([]LUN, error) {
 }
 
 // ResizeLUN grows a LUN to size bytes. Resizing to the current size succeeds
-// (ONTAP's 1254226 is absorbed); shrinking fails with ErrInvalid.
+// (ONTAP's 1254226 is absorbed); shrinking fails with ClassInvalid.
 func (c *Client) ResizeLUN(ctx context.Context, uuid string, size int64) error {
 	const endpoint = lunsEndpoint + "/{uuid}"
 	path, err := instancePath(lunsEndpoint+"/", uuid, "PATCH "+endpoint)
@@ -152,15 +152,15 @@ func (c *Client) ResizeLUN(ctx context.Context, uuid string, size int64) error {
 	}
 	_, err = wasAmbiguous(c.mutate(ctx, http.MethodPatch, endpoint, path, nil,
 		map[string]any{"space": map[string]int64{"size": size}}, nil))
-	if hasCode(err, "1254226") {
+	if hasCode(err, codeLUNSameSize) {
 		return nil
 	}
 	return err
 }
 
-// DeleteLUN deletes a LUN. A mapped LUN fails with ErrInUse unless
+// deleteLUN deletes a LUN. A mapped LUN fails with ClassInUse unless
 // allowMapped, which deletes its maps too.
-func (c *Client) DeleteLUN(ctx context.Context, uuid string, allowMapped bool) error {
+func (c *Client) deleteLUN(ctx context.Context, uuid string, allowMapped bool) error {
 	const endpoint = lunsEndpoint + "/{uuid}"
 	path, err := instancePath(lunsEndpoint+"/", uuid, "DELETE "+endpoint)
 	if err != nil {

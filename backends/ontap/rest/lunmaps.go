@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -52,7 +52,7 @@ const lunMapsEndpoint = "/protocols/san/lun-maps"
 
 // CreateLUNMap maps a LUN to an igroup and returns the map with its LUN ID,
 // and with its reporting nodes if ONTAP's answer held them.
-// ErrAlreadyExists if the LUN is already mapped to that igroup.
+// ClassAlreadyExists if the LUN is already mapped to that igroup.
 func (c *Client) CreateLUNMap(ctx context.Context, m LUNMapCreate) (*LUNMap, error) {
 	svm, err := c.svm(ctx)
 	if err != nil {
@@ -123,7 +123,7 @@ func lunMapPath(lunUUID, igroupUUID, endpoint string) (string, error) {
 	return instancePath(p+"/", igroupUUID, endpoint)
 }
 
-// DeleteLUNMap unmaps a LUN from an igroup. ErrNotFound if it is not mapped.
+// DeleteLUNMap unmaps a LUN from an igroup. ClassNotFound if it is not mapped.
 func (c *Client) DeleteLUNMap(ctx context.Context, lunUUID, igroupUUID string) error {
 	const endpoint = lunMapsEndpoint + "/{lun.uuid}/{igroup.uuid}"
 	path, err := lunMapPath(lunUUID, igroupUUID, "DELETE "+endpoint)

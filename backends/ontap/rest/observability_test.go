@@ -1,8 +1,9 @@
-package ontap
+package rest
 
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
+	"github.com/ontap-csi/ontap-csi/server"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
@@ -68,7 +70,7 @@ func TestMetricsAndLogsUseTemplatesAndNoSecrets(t *testing.T) {
 		}
 		if e.Message == "ONTAP request" {
 			requestLines++
-			for _, k := range []string{"method", "endpoint", "status", "duration", "requestID"} {
+			for _, k := range []string{"method", "endpoint", "status", "duration", "attempt"} {
 				if _, ok := e.Data[k]; !ok {
 					t.Errorf("request line lacks %s: %s", k, line)
 				}
@@ -80,5 +82,48 @@ func TestMetricsAndLogsUseTemplatesAndNoSecrets(t *testing.T) {
 	}
 	if requestLines < 6 {
 		t.Errorf("%d request log lines, want one per request", requestLines)
+	}
+}
+
+// Every ONTAP request line of a call carries the request id of the CSI call
+// whose context it ran in, and no other: the server's hook adds it to what
+// the client logs with that context. A create's SVM lookup, its refused
+// first attempt and its retry alike.
+func TestRequestLinesCarryTheCallsRequestID(t *testing.T) {
+	logrus.AddHook(server.RequestIDHook{})
+	hook := logtest.NewGlobal()
+	level := logrus.GetLevel()
+	logrus.SetLevel(logrus.DebugLevel)
+	t.Cleanup(func() { logrus.SetLevel(level); logrus.StandardLogger().ReplaceHooks(logrus.LevelHooks{}) })
+
+	s, c := startSim(t, ontapsim.Config{}, nil)
+	s.SetFaults([]ontapsim.FaultRule{{Method: "POST", Path: "/storage/volumes", Rate: 1, Limit: 1, Kind: ontapsim.FaultUnavailable}})
+	requestLines := func(want string) (n int, attempts []any) {
+		t.Helper()
+		for _, e := range hook.AllEntries() {
+			if !strings.HasPrefix(e.Message, "ONTAP request") {
+				continue
+			}
+			n++
+			attempts = append(attempts, e.Data["attempt"])
+			if got := e.Data["req_id"]; got != want {
+				line, _ := e.String()
+				t.Errorf("request line with req_id %v, want %s: %s", got, want, line)
+			}
+		}
+		hook.Reset()
+		return n, attempts
+	}
+
+	ctx := server.WithRequestID(context.Background(), "req-create")
+	check(t, c.CreateVolume(ctx, VolumeCreate{Name: "r_vol", Aggregate: s.Info().Aggregates[0], Size: 1 << 30}))
+	if n, attempts := requestLines("req-create"); n < 3 || !slices.Contains(attempts, any(2)) {
+		t.Errorf("create: %d request lines, attempts %v; want the SVM lookup, the refused POST and its retry (attempt 2)", n, attempts)
+	}
+	ctx = server.WithRequestID(context.Background(), "req-delete")
+	v := must(c.GetVolume(ctx, "r_vol"))(t)
+	check(t, c.DeleteVolume(ctx, v.UUID, true))
+	if n, _ := requestLines("req-delete"); n < 2 {
+		t.Errorf("delete: %d request lines, want the lookup and the DELETE", n)
 	}
 }

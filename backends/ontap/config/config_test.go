@@ -1,4 +1,4 @@
-package ontap
+package config
 
 import (
 	"crypto/ecdsa"
@@ -78,14 +78,14 @@ func testCA(t testing.TB) []byte {
 func TestParseNASConfig(t *testing.T) {
 	ca := testCA(t)
 	data := fmt.Sprintf(nasJSON, base64.StdEncoding.EncodeToString(ca))
-	cfg, err := ParseBackendConfig("nas.json", []byte(data), "")
+	cfg, err := Parse("nas.json", []byte(data), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.StorageDriverName != DriverONTAPNAS || cfg.BackendName != "nas-a" || cfg.SVM != "svm_nfs" ||
 		cfg.Password != "pa55-word-xyz" || string(cfg.TrustedCACertificate) != string(ca) ||
 		cfg.LimitAggregateUsage != 80 || cfg.LimitVolumeSize != 50<<30 || !cfg.AutoExportPolicy ||
-		cfg.StoragePrefix != DefaultStoragePrefix || cfg.NFSMountOptions != "nfsvers=4.1" {
+		cfg.StoragePrefix != defaultStoragePrefix || cfg.NFSMountOptions != "nfsvers=4.1" {
 		t.Fatalf("top level: %v", cfg)
 	}
 	wantCIDRs := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
@@ -93,9 +93,9 @@ func TestParseNASConfig(t *testing.T) {
 		t.Errorf("CIDRs %v", cfg.AutoExportCIDRs)
 	}
 	wantDefaults := VolumeDefaults{
-		Size: 10 << 30, SpaceReserve: "volume", SpaceAllocation: true, SnapshotPolicy: "default", SnapshotReserve: Ptr(10),
+		Size: 10 << 30, SpaceReserve: "volume", SpaceAllocation: true, SnapshotPolicy: "default", SnapshotReserve: new(10),
 		SnapshotDir: true, UnixPermissions: "755", ExportPolicy: "myexports", SecurityStyle: "mixed", SplitOnClone: true,
-		FileSystemType: "ext4", Encryption: Ptr(false), TieringPolicy: "snapshot_only", QoSPolicy: "gold",
+		FileSystemType: "ext4", Encryption: new(false), TieringPolicy: "snapshot_only", QoSPolicy: "gold",
 	}
 	if !reflect.DeepEqual(cfg.Defaults, wantDefaults) {
 		t.Errorf("defaults\n got %+v\nwant %+v", cfg.Defaults, wantDefaults)
@@ -112,13 +112,6 @@ func TestParseNASConfig(t *testing.T) {
 	// snapshotReserve "" with policy none: Trident's 0.
 	if p1 := cfg.Storage[1].Defaults; p1.SnapshotPolicy != "none" || p1.SnapshotReserve == nil || *p1.SnapshotReserve != 0 {
 		t.Errorf("pool 1: %+v", p1)
-	}
-	cc := cfg.ClientConfig()
-	if cc.ManagementLIF != "10.0.0.1" || cc.Password != "pa55-word-xyz" || cc.InsecureSkipTLSVerify {
-		t.Errorf("client config %v", cc)
-	}
-	if _, err := NewClient(cc); err != nil {
-		t.Errorf("NewClient: %v", err)
 	}
 }
 
@@ -142,7 +135,7 @@ defaults:
   spaceAllocation: false
   fileSystemType: XFS
 `
-	cfg, err := ParseBackendConfig("san.yaml", []byte(yamlCfg), "")
+	cfg, err := Parse("san.yaml", []byte(yamlCfg), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,12 +145,12 @@ defaults:
 	}
 	d := cfg.Defaults
 	want := VolumeDefaults{Size: 1 << 30, SpaceReserve: "none", SpaceAllocation: false, SnapshotPolicy: "none",
-		SnapshotReserve: Ptr(5), UnixPermissions: "777", ExportPolicy: "default", SecurityStyle: "unix",
+		SnapshotReserve: new(5), UnixPermissions: "777", ExportPolicy: "default", SecurityStyle: "unix",
 		FileSystemType: "xfs"}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("defaults\n got %+v\nwant %+v", d, want)
 	}
-	if !reflect.DeepEqual(cfg.AutoExportCIDRs, DefaultAutoExportCIDRs) {
+	if !reflect.DeepEqual(cfg.AutoExportCIDRs, defaultAutoExportCIDRs) {
 		t.Errorf("CIDRs %v", cfg.AutoExportCIDRs)
 	}
 }
@@ -221,7 +214,7 @@ func TestParseRejectsInvalidValuesNamingTheKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ParseBackendConfig("t.json", []byte(tt.data), "")
+			_, err := Parse("t.json", []byte(tt.data), "")
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v\nwant it to contain %q", err, tt.want)
 			}
@@ -230,7 +223,7 @@ func TestParseRejectsInvalidValuesNamingTheKey(t *testing.T) {
 }
 
 func TestParseReportsAllProblems(t *testing.T) {
-	_, err := ParseBackendConfig("t.json", []byte(minimal(`,"defaults":{"snapshotReserve":"x","snapshotDir":"y"},"storage":[{"zone":"z"}]`)), "")
+	_, err := Parse("t.json", []byte(minimal(`,"defaults":{"snapshotReserve":"x","snapshotDir":"y"},"storage":[{"zone":"z"}]`)), "")
 	if err == nil || !strings.Contains(err.Error(), "defaults.snapshotReserve") || !strings.Contains(err.Error(), "defaults.snapshotDir") {
 		t.Fatalf("err = %v", err)
 	}
@@ -241,7 +234,7 @@ func TestParseReportsAllProblems(t *testing.T) {
 }
 
 func TestParseLenientTyping(t *testing.T) {
-	cfg, err := ParseBackendConfig("t.yaml", []byte(`
+	cfg, err := Parse("t.yaml", []byte(`
 version: 1
 storageDriverName: ontap-nas
 managementLIF: cluster.example.com
@@ -259,13 +252,13 @@ defaults: {snapshotReserve: 10, snapshotDir: true, size: 2Gi, encryption: yes}
 		t.Fatalf("%v", cfg)
 	}
 	// Keys match case-insensitively, as with Trident's JSON decoding.
-	if _, err := ParseBackendConfig("t.json", []byte(`{"Version":1,"STORAGEDRIVERNAME":"ontap-nas","managementlif":"h","SVM":"s","Username":"u","Password":"p"}`), ""); err != nil {
+	if _, err := Parse("t.json", []byte(`{"Version":1,"STORAGEDRIVERNAME":"ontap-nas","managementlif":"h","SVM":"s","Username":"u","Password":"p"}`), ""); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestParseWarnsOnKnownButUnimplementedKeys(t *testing.T) {
-	cfg, err := ParseBackendConfig("t.json", []byte(minimal(`,"debug":true,"usageHeartbeat":"24","defaults":{"adaptiveQosPolicy":"a","formatOptions":"-E nodiscard"},"useREST":false,"igroupName":"trident","region":"r1"`)), "")
+	cfg, err := Parse("t.json", []byte(minimal(`,"debug":true,"usageHeartbeat":"24","defaults":{"adaptiveQosPolicy":"a","formatOptions":"-E nodiscard"},"useREST":false,"igroupName":"trident","region":"r1"`)), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +281,7 @@ func TestCredentialsFile(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadBackendConfig(cfgPath)
+	cfg, err := Load(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,12 +291,12 @@ func TestCredentialsFile(t *testing.T) {
 	// The same key in both places is an error, not a silent override.
 	body = `{"version":1,"storageDriverName":"ontap-nas","managementLIF":"10.0.0.1","svm":"s","password":"x","username":"admin","credentials":{"file":"creds.yaml"}}`
 	_ = os.WriteFile(cfgPath, []byte(body), 0o600)
-	if _, err := LoadBackendConfig(cfgPath); err == nil || !strings.Contains(err.Error(), "username: is given both") {
+	if _, err := Load(cfgPath); err == nil || !strings.Contains(err.Error(), "username: is given both") {
 		t.Fatalf("err = %v", err)
 	}
 	body = `{"version":1,"storageDriverName":"ontap-nas","managementLIF":"10.0.0.1","svm":"s","credentials":{"file":"missing.json"}}`
 	_ = os.WriteFile(cfgPath, []byte(body), 0o600)
-	if _, err := LoadBackendConfig(cfgPath); err == nil || !strings.Contains(err.Error(), "credentials.file") {
+	if _, err := Load(cfgPath); err == nil || !strings.Contains(err.Error(), "credentials.file") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -312,7 +305,7 @@ func TestConfigNeverShowsSecrets(t *testing.T) {
 	data := strings.Replace(minimal(`,"useCHAP":true,"chapUsername":"u","chapTargetUsername":"t","chapInitiatorSecret":"init-secret-123","chapTargetInitiatorSecret":"target-secret-456"`),
 		`"password":"p"`, `"password":"very-secret-password"`, 1)
 	data = strings.Replace(data, "ontap-nas", "ontap-san", 1)
-	cfg, err := ParseBackendConfig("t.json", []byte(data), "")
+	cfg, err := Parse("t.json", []byte(data), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +313,7 @@ func TestConfigNeverShowsSecrets(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&sb, nil))
 	logger.Info("cfg", "config", cfg, "value", *cfg)
 	js, _ := json.Marshal(cfg)
-	out := fmt.Sprintf("%v %+v %#v %s %q %v %v", cfg, cfg, cfg, cfg, cfg.Password, *cfg, cfg.ClientConfig()) + sb.String() + string(js)
+	out := fmt.Sprintf("%v %+v %#v %s %q %v", cfg, cfg, cfg, cfg, cfg.Password, *cfg) + sb.String() + string(js)
 	for _, secret := range []string{"very-secret-password", "init-secret-123", "target-secret-456"} {
 		if strings.Contains(out, secret) {
 			t.Fatalf("secret %q shown in:\n%s", secret, out)
@@ -341,15 +334,12 @@ func TestClientCertificateConfig(t *testing.T) {
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 	b64 := base64.StdEncoding.EncodeToString
 	data := fmt.Sprintf(`{"version":1,"storageDriverName":"ontap-nas","managementLIF":"h","svm":"s","clientCertificate":%q,"clientPrivateKey":%q}`, b64(certPEM), b64(keyPEM))
-	cfg, err := ParseBackendConfig("t.json", []byte(data), "")
+	cfg, err := Parse("t.json", []byte(data), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(cfg.ClientCertificate) != string(certPEM) || string(cfg.ClientPrivateKey) != string(keyPEM) {
 		t.Fatal("certificate not decoded")
-	}
-	if _, err := NewClient(cfg.ClientConfig()); err != nil {
-		t.Fatal(err)
 	}
 	if strings.Contains(fmt.Sprint(cfg), "PRIVATE KEY") {
 		t.Fatal("private key shown")
@@ -359,7 +349,7 @@ func TestClientCertificateConfig(t *testing.T) {
 	otherDER, _ := x509.MarshalECPrivateKey(other)
 	data = fmt.Sprintf(`{"version":1,"storageDriverName":"ontap-nas","managementLIF":"h","svm":"s","clientCertificate":%q,"clientPrivateKey":%q}`,
 		b64(certPEM), b64(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: otherDER})))
-	if _, err := ParseBackendConfig("t.json", []byte(data), ""); err == nil || !strings.Contains(err.Error(), "do not form a valid pair") {
+	if _, err := Parse("t.json", []byte(data), ""); err == nil || !strings.Contains(err.Error(), "do not form a valid pair") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -369,13 +359,13 @@ func TestParseSize(t *testing.T) {
 		"1Gi": 1 << 30, "1G": 1 << 30, "1GiB": 1 << 30, "1GB": 1e9, "100G": 100 << 30, "20MiB": 20 << 20,
 		"20m": 20 << 20, "512k": 512 << 10, "1073741824": 1 << 30, "42b": 42, "7 bytes": 7, " 2Ti ": 2 << 40, "0": 0,
 	} {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "G", "1.5G", "-1G", "+1G", "1X", "abc", "9999999999E", "1 G i"} {
-		if got, err := ParseSize(bad); err == nil {
-			t.Errorf("ParseSize(%q) = %d, want error", bad, got)
+		if got, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) = %d, want error", bad, got)
 		}
 	}
 }
@@ -384,13 +374,13 @@ func TestParseUnixPermissions(t *testing.T) {
 	for in, want := range map[string]string{
 		"755": "755", "0755": "755", "1777": "1777", "---rwxrwxrwx": "777", "rwxr-x---": "750", "--trwxrwxrwx": "1777", "s--rwxr-xr-x": "4755",
 	} {
-		if got, err := parseUnixPermissions(in); err != nil || got != want {
-			t.Errorf("parseUnixPermissions(%q) = %q, %v; want %q", in, got, err, want)
+		if got, err := ParseUnixPermissions(in); err != nil || got != want {
+			t.Errorf("ParseUnixPermissions(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "rwx", "0999", "rwxrwxrwz", "12345"} {
-		if got, err := parseUnixPermissions(bad); err == nil {
-			t.Errorf("parseUnixPermissions(%q) = %q, want error", bad, got)
+		if got, err := ParseUnixPermissions(bad); err == nil {
+			t.Errorf("ParseUnixPermissions(%q) = %q, want error", bad, got)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func (w *exportRuleWire) rule() ExportRule {
 const exportPoliciesEndpoint = "/protocols/nfs/export-policies"
 
 // CreateExportPolicy creates an empty export policy (synchronous) and returns
-// it with its ID. ErrAlreadyExists if the name is taken.
+// it with its ID. ClassAlreadyExists if the name is taken.
 func (c *Client) CreateExportPolicy(ctx context.Context, name string) (*ExportPolicy, error) {
 	svm, err := c.svm(ctx)
 	if err != nil {
@@ -95,7 +95,7 @@ func (c *Client) GetExportPolicy(ctx context.Context, name string) (*ExportPolic
 	return &ExportPolicy{ID: recs[0].ID, Name: recs[0].Name}, nil
 }
 
-// DeleteExportPolicy deletes a policy. ErrInUse while a volume uses it or for
+// DeleteExportPolicy deletes a policy. ClassInUse while a volume uses it or for
 // the "default" policy.
 func (c *Client) DeleteExportPolicy(ctx context.Context, id int64) error {
 	const endpoint = exportPoliciesEndpoint + "/{id}"
@@ -124,7 +124,7 @@ func (c *Client) ListExportRules(ctx context.Context, policyID int64) ([]ExportR
 }
 
 // AddExportRule appends a rule to a policy and returns it with the index
-// ONTAP assigned. ErrAlreadyExists if an identical rule exists.
+// ONTAP assigned. ClassAlreadyExists if an identical rule exists.
 func (c *Client) AddExportRule(ctx context.Context, policyID int64, rule ExportRule) (*ExportRule, error) {
 	const endpoint = exportPoliciesEndpoint + "/{id}/rules"
 	w := exportRuleWire{

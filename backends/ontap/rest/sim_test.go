@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -66,7 +66,7 @@ func TestSimClusterDiscovery(t *testing.T) {
 	ctx := context.Background()
 	info := s.Info()
 
-	cl := must(c.Cluster(ctx))(t)
+	cl := must(c.cluster(ctx))(t)
 	if cl.Version.String() != info.ONTAPVersion || cl.Name != info.Cluster {
 		t.Errorf("cluster %+v, sim %+v", cl, info)
 	}
@@ -81,7 +81,7 @@ func TestSimClusterDiscovery(t *testing.T) {
 	if _, err := c.Aggregate(ctx, "no_such_aggr"); !IsNotFound(err) {
 		t.Errorf("missing aggregate: %v", err)
 	}
-	nodes := must(c.Nodes(ctx))(t)
+	nodes := must(c.nodes(ctx))(t)
 	var names []string
 	for _, n := range nodes {
 		names = append(names, n.Name)
@@ -108,17 +108,17 @@ func TestSimClusterDiscovery(t *testing.T) {
 	if !iscsi.Enabled || iscsi.TargetName != info.TargetIQN {
 		t.Errorf("iscsi %+v, sim IQN %s", iscsi, info.TargetIQN)
 	}
-	chap := must(c.CHAP(ctx))(t)
+	chap := must(c.chap(ctx))(t)
 	if chap.AuthenticationType != "none" {
 		t.Errorf("chap %+v", chap)
 	}
 	check(t, c.SetCHAP(ctx, CHAPCredentials{InboundUser: "in", InboundPassword: "in-secret-1234", OutboundUser: "out", OutboundPassword: "out-secret-5678"}))
-	chap = must(c.CHAP(ctx))(t)
+	chap = must(c.chap(ctx))(t)
 	if chap.AuthenticationType != "chap" || chap.InboundUser != "in" || chap.OutboundUser != "out" {
 		t.Errorf("chap %+v", chap)
 	}
 	err := c.SetCHAP(ctx, CHAPCredentials{InboundUser: "in", InboundPassword: "same-secret", OutboundUser: "out", OutboundPassword: "same-secret"})
-	if !IsInvalid(err) || strings.Contains(err.Error(), "same-secret") {
+	if ClassOf(err) != ClassInvalid || strings.Contains(err.Error(), "same-secret") {
 		t.Errorf("equal CHAP secrets: %v", err)
 	}
 }
@@ -148,21 +148,21 @@ func TestSimAuthAndTLS(t *testing.T) {
 	}
 
 	// Verified against the simulator's CA.
-	if _, err := newClient(func(*ClientConfig) {}).Cluster(ctx); err != nil {
+	if _, err := newClient(func(*ClientConfig) {}).cluster(ctx); err != nil {
 		t.Fatalf("verified TLS: %v", err)
 	}
 	// Without the CA the self-signed certificate is refused, at once.
-	_, err = newClient(func(c *ClientConfig) { c.TrustedCACertificate = nil }).Cluster(ctx)
-	if !IsAuth(err) || !strings.Contains(err.Error(), "certificate") {
+	_, err = newClient(func(c *ClientConfig) { c.TrustedCACertificate = nil }).cluster(ctx)
+	if ClassOf(err) != ClassAuth || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("unverified TLS: %v", err)
 	}
 	// ... unless verification is explicitly skipped.
-	if _, err := newClient(func(c *ClientConfig) { c.TrustedCACertificate = nil; c.InsecureSkipTLSVerify = true }).Cluster(ctx); err != nil {
+	if _, err := newClient(func(c *ClientConfig) { c.TrustedCACertificate = nil; c.InsecureSkipTLSVerify = true }).cluster(ctx); err != nil {
 		t.Fatalf("insecure TLS: %v", err)
 	}
 	// Wrong password: 401, no retries, no password in the error.
-	_, err = newClient(func(c *ClientConfig) { c.Password = "wrong-password-x" }).Cluster(ctx)
-	if !IsAuth(err) || strings.Contains(err.Error(), "wrong-password-x") {
+	_, err = newClient(func(c *ClientConfig) { c.Password = "wrong-password-x" }).cluster(ctx)
+	if ClassOf(err) != ClassAuth || strings.Contains(err.Error(), "wrong-password-x") {
 		t.Fatalf("bad password: %v", err)
 	}
 	// Client certificate authentication: no password at all.
@@ -175,21 +175,6 @@ func TestSimAuthAndTLS(t *testing.T) {
 	}).SVM(ctx); err != nil {
 		t.Fatalf("certificate auth: %v", err)
 	}
-	// Backend config → client, end to end, with the CA from the config.
-	cfg, err := ParseBackendConfig("ontapsim.yaml", []byte(
-		"version: 1\nstorageDriverName: ontap-nas\nmanagementLIF: \""+host+"\"\nsvm: svm0\nusername: admin\npassword: secret\n"+
-			"trustedCACertificate: |\n  "+strings.ReplaceAll(strings.TrimSpace(string(s.CACertificatePEM())), "\n", "\n  ")+"\n"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := NewClient(cfg.ClientConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.SVM(ctx); err != nil {
-		t.Fatalf("client from backend config: %v", err)
-	}
 }
 
 func TestSimVolumeSnapshotCloneLifecycle(t *testing.T) {
@@ -199,7 +184,7 @@ func TestSimVolumeSnapshotCloneLifecycle(t *testing.T) {
 
 	check(t, c.CreateVolume(ctx, VolumeCreate{
 		Name: "trident_pvc_1", Aggregate: aggr, Size: 1 << 30, SpaceReserve: "none", SnapshotPolicy: "none",
-		SnapshotReservePercent: Ptr(0), SnapshotDirAccess: Ptr(false), UnixPermissions: "755", ExportPolicy: "default",
+		SnapshotReservePercent: new(0), SnapshotDirAccess: new(false), UnixPermissions: "755", ExportPolicy: "default",
 		SecurityStyle: "unix", JunctionPath: "/trident_pvc_1", Comment: `{"size":"1Gi"}`,
 	}))
 	v := must(c.GetVolume(ctx, "trident_pvc_1"))(t)
@@ -211,15 +196,15 @@ func TestSimVolumeSnapshotCloneLifecycle(t *testing.T) {
 	if err := c.CreateVolume(ctx, VolumeCreate{Name: "trident_pvc_1", Aggregate: aggr, Size: 1 << 30}); !IsAlreadyExists(err) {
 		t.Errorf("duplicate create: %v", err)
 	}
-	if err := c.CreateVolume(ctx, VolumeCreate{Name: "trident_pvc_small", Aggregate: aggr, Size: 1 << 20}); !IsInvalid(err) {
+	if err := c.CreateVolume(ctx, VolumeCreate{Name: "trident_pvc_small", Aggregate: aggr, Size: 1 << 20}); ClassOf(err) != ClassInvalid {
 		t.Errorf("too small: %v", err)
 	}
 	if _, err := c.GetVolume(ctx, "trident_pvc_none"); !IsNotFound(err) {
 		t.Errorf("missing volume: %v", err)
 	}
 
-	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{Size: Ptr(int64(2 << 30)), Comment: Ptr("c2"), SnapshotDirAccess: Ptr(true)}))
-	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: Ptr("")}))
+	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{Size: new(int64(2 << 30)), Comment: new("c2"), SnapshotDirAccess: new(true)}))
+	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: new("")}))
 	v = must(c.GetVolume(ctx, "trident_pvc_1"))(t)
 	if v.Size != 2<<30 || v.Comment != "c2" || !v.SnapshotDirAccess || v.JunctionPath != "" {
 		t.Errorf("after modify %+v", v)
@@ -227,7 +212,7 @@ func TestSimVolumeSnapshotCloneLifecycle(t *testing.T) {
 	if sv, ok := s.Volume("trident_pvc_1"); !ok || sv.Size != 2<<30 || sv.JunctionPath != "" {
 		t.Errorf("simulator sees %+v", sv)
 	}
-	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: Ptr("/trident_pvc_1")}))
+	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{JunctionPath: new("/trident_pvc_1")}))
 
 	check(t, c.CreateSnapshot(ctx, v.UUID, "snapshot-a"))
 	snap := must(c.GetSnapshot(ctx, v.UUID, "snapshot-a"))(t)
@@ -305,7 +290,7 @@ func TestSimExportPolicies(t *testing.T) {
 	if v.ExportPolicy != "trident_pvc_1" {
 		t.Errorf("volume policy %q", v.ExportPolicy)
 	}
-	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{ExportPolicy: Ptr("default")}))
+	check(t, c.ModifyVolume(ctx, v.UUID, VolumeModify{ExportPolicy: new("default")}))
 	check(t, c.DeleteExportRule(ctx, pol.ID, r1.Index))
 	if err := c.DeleteExportRule(ctx, pol.ID, r1.Index); !IsNotFound(err) {
 		t.Errorf("delete missing rule: %v", err)
@@ -323,6 +308,14 @@ func TestSimExportPolicies(t *testing.T) {
 func TestSimLUNsIgroupsMaps(t *testing.T) {
 	s, c := startSim(t, ontapsim.Config{}, nil)
 	ctx := context.Background()
+	lun := simLUNLifecycle(ctx, t, s, c)
+	ig, iqn := simIgroupLifecycle(ctx, t, c)
+	lun2 := simLUNMaps(ctx, t, s, c, lun, ig)
+	simMapDependencies(ctx, t, s, c, lun, lun2, ig, iqn)
+}
+
+// simLUNLifecycle creates, reads, resizes and labels a LUN.
+func simLUNLifecycle(ctx context.Context, t *testing.T, s *ontapsim.Simulator, c *Client) *LUN {
 	check(t, c.CreateVolume(ctx, VolumeCreate{Name: "trident_pvc_1", Aggregate: s.Info().Aggregates[0], Size: 2 << 30, SpaceReserve: "none"}))
 	lun := must(c.CreateLUN(ctx, LUNCreate{Path: "/vol/trident_pvc_1/lun0", Size: 1 << 30, SpaceAllocation: true}))(t)
 	if lun.UUID == "" || len(lun.SerialNumber) != 12 || lun.Size < 1<<30 || lun.OSType != "linux" || lun.VolumeName != "trident_pvc_1" {
@@ -340,7 +333,7 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	check(t, c.ResizeLUN(ctx, lun.UUID, 3<<29))
 	cur := must(c.GetLUN(ctx, lun.Path))(t)
 	check(t, c.ResizeLUN(ctx, lun.UUID, cur.Size)) // same size: fine
-	if err := c.ResizeLUN(ctx, lun.UUID, 1<<29); !IsInvalid(err) {
+	if err := c.ResizeLUN(ctx, lun.UUID, 1<<29); ClassOf(err) != ClassInvalid {
 		t.Errorf("shrink: %v", err)
 	}
 	check(t, c.SetLUNAttribute(ctx, lun.UUID, "com.netapp.ndvp.fstype", "ext4"))
@@ -349,7 +342,12 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	if attrs := must(c.LUNAttributes(ctx, lun.UUID))(t); attrs["com.netapp.ndvp.fstype"] != "xfs" || attrs["context"] != "csi" {
 		t.Errorf("attributes %v", attrs)
 	}
+	return lun
+}
 
+// simIgroupLifecycle creates igroups, with and without initiators, and
+// returns one holding iqn.
+func simIgroupLifecycle(ctx context.Context, t *testing.T, c *Client) (*Igroup, string) {
 	ig := must(c.CreateIgroup(ctx, "node1-trident"))(t)
 	if ig.UUID == "" || ig.Protocol != "iscsi" || ig.OSType != "linux" {
 		t.Fatalf("igroup %+v", ig)
@@ -375,7 +373,11 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	if got := must(c.GetIgroup(ctx, "node1-trident"))(t); !slices.Equal(got.Initiators, []string{iqn}) {
 		t.Errorf("initiators %v", got.Initiators)
 	}
+	return ig, iqn
+}
 
+// simLUNMaps maps lun and a second LUN to ig and returns the second.
+func simLUNMaps(ctx context.Context, t *testing.T, s *ontapsim.Simulator, c *Client, lun *LUN, ig *Igroup) *LUN {
 	m := must(c.CreateLUNMap(ctx, LUNMapCreate{LUNPath: lun.Path, IgroupName: ig.Name}))(t)
 	if m.LUNID != 0 || m.LUNUUID != lun.UUID || m.IgroupUUID != ig.UUID {
 		t.Errorf("map %+v", m)
@@ -388,7 +390,7 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	if lun2.SerialNumber == lun.SerialNumber {
 		t.Error("serials collide")
 	}
-	m2 := must(c.CreateLUNMap(ctx, LUNMapCreate{LUNPath: lun2.Path, IgroupName: ig.Name, LUNID: Ptr(7)}))(t)
+	m2 := must(c.CreateLUNMap(ctx, LUNMapCreate{LUNPath: lun2.Path, IgroupName: ig.Name, LUNID: new(7)}))(t)
 	if m2.LUNID != 7 {
 		t.Errorf("fixed LUN id: %+v", m2)
 	}
@@ -408,28 +410,32 @@ func TestSimLUNsIgroupsMaps(t *testing.T) {
 	if got := must(c.GetLUN(ctx, lun.Path))(t); !got.Mapped {
 		t.Error("LUN not mapped")
 	}
+	return lun2
+}
 
-	// Dependency rules.
+// simMapDependencies checks the dependency rules of maps, LUNs and igroups
+// and tears them down.
+func simMapDependencies(ctx context.Context, t *testing.T, s *ontapsim.Simulator, c *Client, lun, lun2 *LUN, ig *Igroup, iqn string) {
 	if err := c.DeleteIgroup(ctx, ig.UUID); !IsInUse(err) {
 		t.Errorf("delete mapped igroup: %v", err)
 	}
-	if err := c.RemoveInitiator(ctx, ig.UUID, iqn); !IsInUse(err) {
+	if err := c.removeInitiator(ctx, ig.UUID, iqn); !IsInUse(err) {
 		t.Errorf("remove initiator of mapped igroup: %v", err)
 	}
-	if err := c.DeleteLUN(ctx, lun.UUID, false); !IsInUse(err) {
+	if err := c.deleteLUN(ctx, lun.UUID, false); !IsInUse(err) {
 		t.Errorf("delete mapped LUN: %v", err)
 	}
 	check(t, c.DeleteLUNMap(ctx, lun.UUID, ig.UUID))
 	if err := c.DeleteLUNMap(ctx, lun.UUID, ig.UUID); !IsNotFound(err) {
 		t.Errorf("delete missing map: %v", err)
 	}
-	check(t, c.DeleteLUN(ctx, lun2.UUID, true)) // takes its map along
-	check(t, c.RemoveInitiator(ctx, ig.UUID, iqn))
-	if err := c.RemoveInitiator(ctx, ig.UUID, iqn); !IsNotFound(err) {
+	check(t, c.deleteLUN(ctx, lun2.UUID, true)) // takes its map along
+	check(t, c.removeInitiator(ctx, ig.UUID, iqn))
+	if err := c.removeInitiator(ctx, ig.UUID, iqn); !IsNotFound(err) {
 		t.Errorf("remove non-member: %v", err)
 	}
 	check(t, c.DeleteIgroup(ctx, ig.UUID))
-	check(t, c.DeleteLUN(ctx, lun.UUID, false))
+	check(t, c.deleteLUN(ctx, lun.UUID, false))
 	if len(s.LUNs()) != 0 || len(s.IGroups()) != 0 || len(s.LUNMaps()) != 0 {
 		t.Errorf("left: %+v %+v %+v", s.LUNs(), s.IGroups(), s.LUNMaps())
 	}

@@ -1,4 +1,4 @@
-package ontap
+package config
 
 import (
 	"fmt"
@@ -24,10 +24,10 @@ var sizeUnits = []struct {
 	{"b", 1},
 }
 
-// ParseSize parses a size the way Trident does: "1Gi", "1G" and "1GiB" are
+// parseSize parses a size the way Trident does: "1Gi", "1G" and "1GiB" are
 // GiB, "1GB" is 10^9 bytes, "20MiB", "512k", and a plain integer is bytes.
 // Only whole numbers are accepted.
-func ParseSize(s string) (int64, error) {
+func parseSize(s string) (int64, error) {
 	v := strings.ToLower(strings.TrimSpace(s))
 	mult := int64(1)
 	for _, u := range sizeUnits {
@@ -49,7 +49,7 @@ func ParseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// sizeHasUnit reports whether s ends in one of ParseSize's suffixes.
+// sizeHasUnit reports whether s ends in one of parseSize's suffixes.
 func sizeHasUnit(s string) bool {
 	v := strings.ToLower(strings.TrimSpace(s))
 	for _, u := range sizeUnits {

@@ -1,4 +1,4 @@
-package ontap
+package rest
 
 import (
 	"context"
@@ -99,7 +99,7 @@ func TestJobPolledUntilTerminal(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, rec := newTestClient(t, srv.URL, func(c *ClientConfig) { c.ReturnTimeout = 7 * time.Second })
-	if err := c.ModifyVolume(context.Background(), "v1", VolumeModify{Comment: Ptr("x")}); err != nil {
+	if err := c.ModifyVolume(context.Background(), "v1", VolumeModify{Comment: new("x")}); err != nil {
 		t.Fatal(err)
 	}
 	if polls.Load() != 3 {
@@ -108,7 +108,7 @@ func TestJobPolledUntilTerminal(t *testing.T) {
 	if gotReturnTimeout != "7" {
 		t.Errorf("return_timeout = %q, want 7", gotReturnTimeout)
 	}
-	want := []time.Duration{DefaultJobPollInitial, 2 * DefaultJobPollInitial, 4 * DefaultJobPollInitial}
+	want := []time.Duration{defaultJobPollInitial, 2 * defaultJobPollInitial, 4 * defaultJobPollInitial}
 	if got := rec.all(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("poll waits = %v, want %v", got, want)
 	}
@@ -123,7 +123,7 @@ func TestFinishedWithinReturnTimeoutIsOneRoundTrip(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, _ := newTestClient(t, srv.URL, nil)
-	if err := c.ModifyVolume(context.Background(), "v1", VolumeModify{Size: Ptr(int64(1 << 30))}); err != nil {
+	if err := c.ModifyVolume(context.Background(), "v1", VolumeModify{Size: new(int64(1 << 30))}); err != nil {
 		t.Fatal(err)
 	}
 	if n := requests.Load(); n != 1 {
@@ -168,11 +168,11 @@ func TestRetryOn429HonoursRetryAfterAnd503(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, rec := newTestClient(t, srv.URL, func(c *ClientConfig) { c.RetryBaseDelay = time.Millisecond; c.RetryMaxDelay = 2 * time.Millisecond })
-	cl, err := c.Cluster(context.Background())
+	cl, err := c.cluster(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cl.Version.String() != "9.15.1" || !cl.Version.AtLeast(9, 12, 1) || cl.Version.AtLeast(9, 16, 0) {
+	if cl.Version.String() != "9.15.1" || !cl.Version.atLeast(9, 12, 1) || cl.Version.atLeast(9, 16, 0) {
 		t.Errorf("version %v", cl.Version)
 	}
 	sleeps := rec.all()
@@ -193,7 +193,7 @@ func TestRetryAfterIsCapped(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, rec := newTestClient(t, srv.URL, func(c *ClientConfig) { c.MaxRetryAfter = 5 * time.Second })
-	if _, err := c.Cluster(context.Background()); err != nil {
+	if _, err := c.cluster(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := rec.all(); len(got) != 1 || got[0] != 5*time.Second {
@@ -222,8 +222,8 @@ func TestGiveUpAfterMaxAttempts(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, _ := newTestClient(t, srv.URL, func(c *ClientConfig) { c.MaxAttempts = 4 })
-	_, err := c.Cluster(context.Background())
-	if !IsThrottled(err) || n.Load() != 4 {
+	_, err := c.cluster(context.Background())
+	if ClassOf(err) != ClassThrottled || n.Load() != 4 {
 		t.Fatalf("err = %v after %d requests, want throttled after 4", err, n.Load())
 	}
 }
@@ -240,8 +240,8 @@ func TestNoRetryOnAuthFailureAndNoSecretsInErrors(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, _ := newTestClient(t, srv.URL, nil)
-	_, err := c.Cluster(context.Background())
-	if !IsAuth(err) || n.Load() != 1 {
+	_, err := c.cluster(context.Background())
+	if ClassOf(err) != ClassAuth || n.Load() != 1 {
 		t.Fatalf("err = %v after %d requests, want auth after 1", err, n.Load())
 	}
 	if strings.Contains(err.Error(), "s3cr3t-pw") || strings.Contains(fmt.Sprintf("%#v", c.cfg), "s3cr3t-pw") {
@@ -463,7 +463,7 @@ func TestConcurrencyCapSharedPerLIF(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := c.Cluster(context.Background()); err != nil {
+			if _, err := c.cluster(context.Background()); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -490,7 +490,7 @@ func TestPerRequestTimeoutRetries(t *testing.T) {
 		c.ReturnTimeout = time.Second
 		c.RequestTimeout = 1100 * time.Millisecond
 	})
-	if _, err := c.Cluster(context.Background()); err != nil {
+	if _, err := c.cluster(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if n.Load() != 2 {
@@ -506,31 +506,9 @@ func TestContextBoundsTheCall(t *testing.T) {
 	c, _ := newTestClient(t, srv.URL, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := c.Cluster(ctx)
+	_, err := c.cluster(ctx)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
-	}
-}
-
-func TestNormalizeManagementLIF(t *testing.T) {
-	for in, want := range map[string]string{
-		"10.0.0.1":           "10.0.0.1:443",
-		"10.0.0.1:8443":      "10.0.0.1:8443",
-		"cluster.example":    "cluster.example:443",
-		"cluster.example:80": "cluster.example:80",
-		"[fd00::1]":          "[fd00::1]:443",
-		"[fd00::1]:8443":     "[fd00::1]:8443",
-		"fd00::1":            "[fd00::1]:443",
-	} {
-		got, err := normalizeManagementLIF(in)
-		if err != nil || got != want {
-			t.Errorf("normalizeManagementLIF(%q) = %q, %v; want %q", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "https://10.0.0.1", "10.0.0.1:0", "10.0.0.1:x", "[10.0.0.1]", "[fd00::1", "fd00::zz", "a b", "-bad-.example", "user@host"} {
-		if got, err := normalizeManagementLIF(bad); err == nil {
-			t.Errorf("normalizeManagementLIF(%q) = %q, want error", bad, got)
-		}
 	}
 }
 

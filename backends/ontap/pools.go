@@ -1,0 +1,197 @@
+package ontap
+
+import (
+	"context"
+	"slices"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
+)
+
+// buildPools: virtual pools when the config has them, else one pool per
+// aggregate of the SVM, as Trident offers physical pools.
+func (d *driver) buildPools(svm *rest.SVM) []backends.Pool {
+	var pools []backends.Pool
+	for _, vp := range d.cfg.Storage {
+		pt := "thin"
+		if vp.Defaults.SpaceReserve == "volume" {
+			pt = "thick"
+		}
+		pools = append(pools, backends.Pool{
+			Name: vp.Name, Labels: vp.Labels, Topologies: vp.SupportedTopologies, ProvisioningTypes: []string{pt},
+			Media: d.mediaOf(svm, d.cfg.Aggregate),
+		})
+	}
+	if len(pools) > 0 {
+		return pools
+	}
+	for _, a := range svm.Aggregates {
+		if d.cfg.Aggregate != "" && a.Name != d.cfg.Aggregate {
+			continue
+		}
+		pools = append(pools, backends.Pool{
+			Name: a.Name, Labels: d.cfg.Labels, Topologies: d.cfg.SupportedTopologies,
+			Media: d.mediaOf(svm, a.Name), ProvisioningTypes: []string{"thin", "thick"},
+		})
+	}
+	return pools
+}
+
+// mediaOf maps an aggregate's disk type to Trident's media attribute.
+func (d *driver) mediaOf(svm *rest.SVM, aggr string) string {
+	for _, a := range svm.Aggregates {
+		if a.Name == aggr {
+			switch a.Type {
+			case "hdd", "ssd", "hybrid":
+				return a.Type
+			}
+		}
+	}
+	return ""
+}
+
+func (d *driver) Pools(ctx context.Context) ([]backends.Pool, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
+	return d.pools, nil
+}
+
+// poolDefaults returns the volume defaults of a pool: a virtual pool's own,
+// else the backend's.
+func (d *driver) poolDefaults(pool string) config.VolumeDefaults {
+	for _, vp := range d.cfg.Storage {
+		if vp.Name == pool {
+			return vp.Defaults
+		}
+	}
+	return d.cfg.Defaults
+}
+
+// poolTopologies returns where a pool's volumes are reachable from.
+func (d *driver) poolTopologies(pool string) []map[string]string {
+	for _, vp := range d.cfg.Storage {
+		if vp.Name == pool {
+			return vp.SupportedTopologies
+		}
+	}
+	return d.cfg.SupportedTopologies
+}
+
+func (d *driver) poolLabels(pool string) map[string]string {
+	for _, vp := range d.cfg.Storage {
+		if vp.Name == pool {
+			return vp.Labels
+		}
+	}
+	return d.cfg.Labels
+}
+
+// aggregateFor picks the aggregate of a new volume: the pool's own when the
+// pool is an aggregate, the configured one, else the SVM's aggregate with
+// the most free space.
+func (d *driver) aggregateFor(ctx context.Context, pool string) (string, error) {
+	if len(d.cfg.Storage) == 0 && pool != "" {
+		return pool, nil
+	}
+	if d.cfg.Aggregate != "" {
+		return d.cfg.Aggregate, nil
+	}
+	svm, err := d.client.SVM(ctx)
+	if err != nil {
+		return "", d.failure(err, "reading the aggregates of SVM %s", d.cfg.SVM)
+	}
+	best, avail := "", int64(-1)
+	for _, a := range svm.Aggregates {
+		if a.State != "" && a.State != "online" {
+			continue
+		}
+		if a.AvailableSize > avail {
+			best, avail = a.Name, a.AvailableSize
+		}
+	}
+	if best == "" {
+		return "", backends.Errorf(backends.ErrExhausted, "SVM %s has no online aggregate", d.cfg.SVM)
+	}
+	return best, nil
+}
+
+// checkAggregateLimit refuses to put grow more bytes on aggr when that
+// would take the aggregate's usage above limitAggregateUsage, as Trident
+// does: a thick volume counts its whole size, a thin one only what the
+// aggregate already holds. ErrExhausted lets the controller try the next
+// pool.
+func (d *driver) checkAggregateLimit(ctx context.Context, aggr, spaceReserve string, grow int64) error {
+	limit := d.cfg.LimitAggregateUsage
+	if limit <= 0 {
+		return nil
+	}
+	a, err := d.client.Aggregate(ctx, aggr)
+	if err != nil {
+		return d.failure(err, "reading aggregate %s", aggr)
+	}
+	if a.Size <= 0 {
+		return nil
+	}
+	used := a.Used
+	if spaceReserve == "volume" {
+		used += max(grow, 0)
+	}
+	if pct := float64(used) * 100 / float64(a.Size); pct > limit {
+		return backends.Errorf(backends.ErrExhausted, "aggregate %s would be %.1f%% used, above the backend's limitAggregateUsage of %g%%",
+			aggr, pct, limit)
+	}
+	return nil
+}
+
+// lacksSpace reports whether a failed create or growth of a thick volume
+// failed for want of need bytes in aggregate aggr. ONTAP gives that
+// failure no error code of its own (ontap-rest.md §3.5: the job fails with
+// a generic code and a text), so after a failure ONTAP did not classify,
+// the driver asks the aggregate instead of reading the text.
+func (d *driver) lacksSpace(ctx context.Context, err error, aggr, spaceReserve string, need int64) bool {
+	if spaceReserve != "volume" || need <= 0 || rest.ClassOf(err) != rest.ClassUnknown {
+		return false
+	}
+	svm, serr := d.client.SVM(ctx)
+	if serr != nil {
+		return false
+	}
+	i := slices.IndexFunc(svm.Aggregates, func(a rest.SVMAggregate) bool { return a.Name == aggr })
+	return i >= 0 && svm.Aggregates[i].AvailableSize < need
+}
+
+// Capacity is the free space of the pool's aggregate (for a virtual pool
+// without a configured aggregate, the SVM's largest), capped by
+// limitAggregateUsage when it is set.
+func (d *driver) Capacity(ctx context.Context, pool string) (*backends.Capacity, error) {
+	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
+	svm, err := d.client.SVM(ctx)
+	if err != nil {
+		return nil, d.failure(err, "reading the aggregates of SVM %s", d.cfg.SVM)
+	}
+	want := d.cfg.Aggregate
+	if len(d.cfg.Storage) == 0 {
+		want = pool
+	}
+	c := &backends.Capacity{MaxVolumeSize: d.cfg.LimitVolumeSize}
+	for _, a := range svm.Aggregates {
+		if want != "" && a.Name != want {
+			continue
+		}
+		avail := a.AvailableSize
+		if d.cfg.LimitAggregateUsage > 0 {
+			aggr, err := d.client.Aggregate(ctx, a.Name)
+			if err != nil {
+				return nil, d.failure(err, "reading aggregate %s", a.Name)
+			}
+			allowed := int64(float64(aggr.Size)*d.cfg.LimitAggregateUsage/100) - aggr.Used
+			avail = max(0, min(avail, allowed))
+		}
+		c.Available = max(c.Available, avail)
+	}
+	return c, nil
+}

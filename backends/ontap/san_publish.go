@@ -1,0 +1,269 @@
+package ontap
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
+)
+
+// Publish maps the LUN to the node's igroup "<node>-<installationID>",
+// creating the igroup and adding the node's IQN as needed, and returns
+// Trident's publish_context. A LUN already mapped to another igroup that
+// holds the node's IQN (Trident 20.10's shared igroup, or Trident's own
+// per-node igroup) is served through that map.
+func (s *sanDriver) Publish(ctx context.Context, vol *backends.Volume, req *backends.PublishRequest) (map[string]string, error) {
+	h := handleOf(vol)
+	if h.lun == nil {
+		return nil, backends.Errorf(backends.ErrNotFound, "volume %s has no LUN", vol.ID)
+	}
+	node := req.Node
+	if node.IQN == "" {
+		return nil, backends.Errorf(backends.ErrInvalid, "node %s has no iSCSI initiator name", node.Name)
+	}
+	igName := igroupName(node.Name, s.installationID)
+	unlock, err := s.igroupLocks.lock(ctx, igName)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	m, err := s.existingMap(ctx, h.lun, igName, node.IQN)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil || m.IgroupName == igName {
+		if err := s.ensureIgroup(ctx, igName, node.IQN); err != nil {
+			return nil, err
+		}
+	}
+	if m == nil {
+		m, err = s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: h.lun.Path, IgroupName: igName})
+		if rest.IsAlreadyExists(err) {
+			var maps []rest.LUNMap
+			if maps, err = s.client.ListLUNMaps(ctx, h.lun.Path, igName); err == nil && len(maps) > 0 {
+				m = &maps[0]
+			}
+		}
+		if err != nil || m == nil {
+			return nil, s.failure(err, "mapping LUN %s to igroup %s", h.lun.Path, igName)
+		}
+	}
+	portals, err := s.portals(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	fsType, err := s.fsType(ctx, vol, req)
+	if err != nil {
+		return nil, err
+	}
+	pc := map[string]string{
+		"protocol":               string(backends.ProtocolBlock),
+		"iscsiTargetPortalCount": strconv.Itoa(len(portals)),
+		"iscsiTargetIqn":         s.targetIQN,
+		"iscsiLunNumber":         strconv.Itoa(m.LUNID),
+		"iscsiLunSerial":         h.lun.SerialNumber,
+		"iscsiIgroup":            m.IgroupName,
+		"iscsiInterface":         "default",
+		"filesystemType":         fsType,
+		"useCHAP":                strconv.FormatBool(s.cfg.UseCHAP),
+		"sharedTarget":           "true", // ONTAP: one target per SVM
+	}
+	for i, p := range portals {
+		pc["p"+strconv.Itoa(i+1)] = p
+	}
+	if len(req.MountOptions) > 0 {
+		pc["mountOptions"] = strings.Join(req.MountOptions, ",")
+	}
+	if s.cfg.UseCHAP {
+		// Trident 20.10's plaintext keys; 21.01+ encrypts them with a key
+		// shared through Trident's REST server, which we do not run.
+		pc["iscsiUsername"] = s.cfg.CHAPUsername
+		pc["iscsiInitiatorSecret"] = string(s.cfg.CHAPInitiatorSecret)
+		pc["iscsiTargetUsername"] = s.cfg.CHAPTargetUsername
+		pc["iscsiTargetSecret"] = string(s.cfg.CHAPTargetInitiatorSecret)
+	}
+	return pc, nil
+}
+
+// existingMap returns the map through which the node already reaches the
+// LUN: to its own igroup, or to another igroup holding its IQN.
+func (s *sanDriver) existingMap(ctx context.Context, lun *rest.LUN, igName, iqn string) (*rest.LUNMap, error) {
+	maps, err := s.client.ListLUNMaps(ctx, lun.Path, "")
+	if err != nil {
+		return nil, s.failure(err, "reading the maps of LUN %s", lun.Path)
+	}
+	for i := range maps {
+		if maps[i].IgroupName == igName {
+			return &maps[i], nil
+		}
+	}
+	for i := range maps {
+		ig, err := s.client.GetIgroup(ctx, maps[i].IgroupName)
+		if err != nil {
+			continue
+		}
+		if slices.Contains(ig.Initiators, iqn) {
+			return &maps[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// ensureIgroup makes the node's igroup exist and hold its IQN. Other IQNs
+// are left alone: removing one from a mapped igroup would cut a live path.
+// A new igroup is created with the IQN; one that exists without it (made
+// by another controller, or by Trident) gets it added.
+func (s *sanDriver) ensureIgroup(ctx context.Context, name, iqn string) error {
+	ig, err := s.client.GetIgroup(ctx, name)
+	if rest.IsNotFound(err) {
+		ig, err = s.client.CreateIgroup(ctx, name, iqn)
+		if rest.IsAlreadyExists(err) {
+			ig, err = s.client.GetIgroup(ctx, name)
+		}
+	}
+	if err != nil {
+		return s.failure(err, "creating igroup %s", name)
+	}
+	if slices.Contains(ig.Initiators, iqn) {
+		return nil
+	}
+	if err := s.client.AddInitiator(ctx, ig.UUID, iqn); err != nil && !rest.IsAlreadyExists(err) {
+		return s.failure(err, "adding initiator %s to igroup %s", iqn, name)
+	}
+	return nil
+}
+
+// portals are the up iSCSI LIFs on the nodes that report the LUN (SLM), as
+// Trident publishes them: addresses without port. The nodes are read only
+// if the map does not carry them (a map that existed before).
+func (s *sanDriver) portals(ctx context.Context, m *rest.LUNMap) ([]string, error) {
+	nodes := m.ReportingNodes
+	if nodes == nil {
+		var err error
+		if nodes, err = s.client.LUNMapReportingNodes(ctx, m.LUNUUID, m.IgroupUUID); err != nil {
+			return nil, s.failure(err, "reading the reporting nodes of the LUN map")
+		}
+	}
+	lifs, err := s.client.DataLIFs(ctx, rest.ServiceDataISCSI)
+	if err != nil {
+		return nil, s.failure(err, "listing iSCSI data LIFs")
+	}
+	var out []string
+	for _, l := range lifs {
+		if l.State == "up" && (len(nodes) == 0 || slices.Contains(nodes, l.CurrentNode)) {
+			out = append(out, l.Address)
+		}
+	}
+	if len(out) == 0 {
+		return nil, backends.Errorf(backends.ErrUnavailable, "no iSCSI data LIF is up on the nodes reporting the LUN (%v)", nodes)
+	}
+	return out, nil
+}
+
+// fsType is the filesystem the node should find or make: the capability's,
+// else the one recorded at creation, else Trident's LUN attribute.
+func (s *sanDriver) fsType(ctx context.Context, vol *backends.Volume, req *backends.PublishRequest) (string, error) {
+	switch {
+	case req.AccessType == backends.AccessBlock:
+		return backends.FSTypeRaw, nil
+	case req.FSType != "":
+		return req.FSType, nil
+	case vol.FSType != "":
+		return vol.FSType, nil
+	}
+	attrs, err := s.client.LUNAttributes(ctx, handleOf(vol).lun.UUID)
+	if err != nil {
+		return "", s.failure(err, "reading the attributes of the LUN of volume %s", vol.ID)
+	}
+	if fs := attrs[lunAttrFSType]; fs != "" {
+		return fs, nil
+	}
+	return s.cfg.Defaults.FileSystemType, nil
+}
+
+// Unpublish unmaps the LUN from the node's per-node igroups (ours and
+// Trident's) and deletes an igroup left without LUNs. It needs only the
+// node's name, so nodes that are gone can be detached (Trident #691).
+// Shared igroups (Trident 20.10's "trident") are left as they are.
+func (s *sanDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeName string, _ *backends.Node) error {
+	h := handleOf(vol)
+	if h.lun == nil {
+		return nil
+	}
+	maps, err := s.client.ListLUNMaps(ctx, h.lun.Path, "")
+	if err != nil {
+		return s.failure(err, "reading the maps of LUN %s", h.lun.Path)
+	}
+	match := anyNodeIgroupRE(s.installationID)
+	own := ""
+	if nodeName != "" {
+		match = nodeIgroupRE(nodeName, s.installationID)
+		own = igroupName(nodeName, s.installationID)
+	}
+	for _, m := range maps {
+		if !match.MatchString(m.IgroupName) {
+			continue
+		}
+		if err := s.unmap(ctx, m); err != nil {
+			return err
+		}
+		if m.IgroupName == own {
+			own = ""
+		}
+	}
+	if own == "" {
+		return nil
+	}
+	// Nothing was mapped to the node's igroup: a publish may have made
+	// the igroup and stopped before the map. Do not leave it behind.
+	unlock, err := s.igroupLocks.lock(ctx, own)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.deleteIgroupIfUnmapped(ctx, own)
+}
+
+func (s *sanDriver) unmap(ctx context.Context, m rest.LUNMap) error {
+	unlock, err := s.igroupLocks.lock(ctx, m.IgroupName)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := s.client.DeleteLUNMap(ctx, m.LUNUUID, m.IgroupUUID); err != nil && !rest.IsNotFound(err) {
+		return s.failure(err, "unmapping LUN %s from igroup %s", m.LUNPath, m.IgroupName)
+	}
+	logrus.WithContext(ctx).WithFields(logrus.Fields{"lun": m.LUNPath, "igroup": m.IgroupName}).Debug("LUN unmapped")
+	return s.deleteIgroupIfUnmapped(ctx, m.IgroupName)
+}
+
+// deleteIgroupIfUnmapped runs with the igroup's lock held.
+func (s *sanDriver) deleteIgroupIfUnmapped(ctx context.Context, name string) error {
+	maps, err := s.client.ListLUNMaps(ctx, "", name)
+	if err != nil {
+		return s.failure(err, "reading the maps of igroup %s", name)
+	}
+	if len(maps) > 0 {
+		return nil
+	}
+	ig, err := s.client.GetIgroup(ctx, name)
+	if rest.IsNotFound(err) {
+		return nil
+	}
+	if err == nil {
+		err = s.client.DeleteIgroup(ctx, ig.UUID)
+	}
+	// In use: another controller mapped a LUN to it meanwhile; it stays.
+	// A transient refusal (a configuration lock) is throttled, not in use:
+	// it fails the call, so that its retry deletes the igroup.
+	if err != nil && !rest.IsNotFound(err) && !rest.IsInUse(err) {
+		return s.failure(err, "deleting igroup %s", name)
+	}
+	return nil
+}
