@@ -14,6 +14,7 @@ import (
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
+	"github.com/ontap-csi/ontap-csi/internal/keymutex"
 )
 
 // Options tune a driver beyond its Trident backend configuration.
@@ -42,7 +43,7 @@ func NewBackend(cfg *config.Backend, opts Options) (backends.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend %s (%s): %w", cfg.BackendName, cfg.Source, err)
 	}
-	d := &driver{cfg: cfg, client: client, opts: opts, igroupLocks: keyMutex{m: map[string]*keyLock{}}}
+	d := &driver{cfg: cfg, client: client, opts: opts}
 	switch cfg.StorageDriverName {
 	case config.DriverONTAPNAS:
 		n := &nasDriver{driver: d}
@@ -91,7 +92,7 @@ type driver struct {
 	// igroupLocks serializes publish and unpublish per igroup, so that an
 	// unpublish deleting a node's last LUN map and emptied igroup cannot
 	// race a publish mapping another LUN to it.
-	igroupLocks keyMutex
+	igroupLocks keymutex.Mutex
 }
 
 func (d *driver) Name() string { return d.cfg.BackendName }
@@ -151,42 +152,6 @@ func (d *driver) ready(ctx context.Context) error {
 		"backend": d.Name(), "svm": svm.Name, "svmUUID": svm.UUID, "pools": len(d.pools),
 	}).Info("ONTAP backend connected")
 	return nil
-}
-
-// keyMutex hands out one mutex per key, waiting for it with a context.
-type keyMutex struct {
-	mu sync.Mutex
-	m  map[string]*keyLock
-}
-
-type keyLock struct {
-	ch   chan struct{}
-	refs int
-}
-
-func (k *keyMutex) lock(ctx context.Context, key string) (func(), error) {
-	k.mu.Lock()
-	l := k.m[key]
-	if l == nil {
-		l = &keyLock{ch: make(chan struct{}, 1)}
-		k.m[key] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	release := func() {
-		k.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-	}
-	select {
-	case l.ch <- struct{}{}:
-		return func() { <-l.ch; release() }, nil
-	case <-ctx.Done():
-		release()
-		return nil, ctx.Err()
-	}
 }
 
 func (d *driver) protocol() backends.Protocol {

@@ -27,7 +27,7 @@ func (s *sanDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 		return nil, backends.Errorf(backends.ErrInvalid, "node %s has no iSCSI initiator name", node.Name)
 	}
 	igName := igroupName(node.Name, s.installationID)
-	unlock, err := s.igroupLocks.lock(ctx, igName)
+	unlock, err := s.igroupLocks.Lock(ctx, igName)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func (s *sanDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 	}
 	// Nothing was mapped to the node's igroup: a publish may have made
 	// the igroup and stopped before the map. Do not leave it behind.
-	unlock, err := s.igroupLocks.lock(ctx, own)
+	unlock, err := s.igroupLocks.Lock(ctx, own)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (s *sanDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 }
 
 func (s *sanDriver) unmap(ctx context.Context, m rest.LUNMap) error {
-	unlock, err := s.igroupLocks.lock(ctx, m.IgroupName)
+	unlock, err := s.igroupLocks.Lock(ctx, m.IgroupName)
 	if err != nil {
 		return err
 	}
