@@ -5,17 +5,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// The process's own view of its registration role.
-const (
-	roleAcquiring    = "acquiring"    // no generation yet
-	roleStarting     = "starting"     // holder, registration pending
-	roleRegistered   = "registered"   // holder, kubelet accepted our generation
-	roleStandby      = "standby"      // superseded by a newer generation
-	roleUninstalling = "uninstalling" // holder, deregistered on request
-)
-
-var allRoles = []string{roleAcquiring, roleStarting, roleRegistered, roleStandby, roleUninstalling}
-
 // Reasons for an acquisition that is not a re-registration.
 const (
 	reasonStart    = "start"    // this process's first generation

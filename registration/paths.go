@@ -1,6 +1,7 @@
 package registration
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -74,8 +75,10 @@ func hashDriver(driver string) string {
 	return "csi-" + hex.EncodeToString(sum[:])[:hashPrefixLen]
 }
 
-func (l layout) leasePath() string        { return filepath.Join(l.pluginDir, LeaseName) }
+func (l layout) leasePath() string { return filepath.Join(l.pluginDir, LeaseName) }
+
 func (l layout) handoverLockPath() string { return filepath.Join(l.pluginDir, HandoverLockName) }
+
 func (l layout) alivePath(g uint64) string {
 	return filepath.Join(l.pluginDir, aliveName(g))
 }
@@ -221,6 +224,14 @@ func tempSocketName() string {
 
 func isTempSocketName(name string) bool {
 	return strings.HasPrefix(name, tempSocketPrefix) && strings.HasSuffix(name, tempSocketSuffix)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n/2)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b)
 }
 
 // ResolveRegistrationDir returns REG_DIR as this process sees it: override

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -123,4 +126,100 @@ func (s *registrationService) GetInfo(context.Context, *registerapi.InfoRequest)
 func (s *registrationService) NotifyRegistrationStatus(_ context.Context, st *registerapi.RegistrationStatus) (*registerapi.RegistrationStatusResponse, error) {
 	s.m.post(notifyEvent{g: s.rs.g, registered: st.GetPluginRegistered(), msg: st.GetError()})
 	return &registerapi.RegistrationStatusResponse{}, nil
+}
+
+type notifyEvent struct {
+	g          uint64
+	registered bool
+	msg        string
+}
+
+// onNotify is steps 6 and 7.
+func (m *Manager) onNotify(ev notifyEvent) {
+	log := m.log.WithField("generation", ev.g)
+	gen := m.cur
+	if gen == nil || gen.g != ev.g {
+		log.WithFields(logrus.Fields{"registered": ev.registered, "error": ev.msg}).
+			Debug("registration status for an older generation; ignored")
+		return
+	}
+	if gen.deregistered {
+		return
+	}
+	if !ev.registered {
+		m.registrationFailed(gen, ev.msg)
+		return
+	}
+	// Step 6: record it, under the lock and only if the lease still names G.
+	var holder bool
+	err := m.lay.withHandoverLock(func() error {
+		l, err := readLease(m.lay.leasePath())
+		if err != nil || l == nil || l.Generation != gen.g || l.Phase == PhaseUninstalling {
+			return err
+		}
+		holder = true
+		if l.Phase == PhaseRegistered {
+			return nil
+		}
+		l.Phase, l.UpdatedAt = PhaseRegistered, time.Now()
+		return writeLease(m.lay.leasePath(), l)
+	})
+	if err != nil {
+		log.WithError(err).Warn("cannot record the registration in the node lease")
+	}
+	if !holder {
+		log.Info("kubelet registered a generation that was superseded meanwhile")
+		return
+	}
+	if !gen.registered {
+		log.WithField("version", versionOf(gen.g)).Info("registered with kubelet")
+	}
+	gen.registered = true
+	m.backoff = 0
+	m.setRole(roleRegistered)
+	m.updateReady(true)
+	m.sweepRegDir()
+	m.collectGarbage()
+}
+
+// registrationFailed is step 7: kubelet rejected generation G. Either G was
+// not high enough (validation), or NodeGetInfo or the CSINode update failed
+// and kubelet has just dropped the driver (K5). Retire the socket (before
+// v1.36 kubelet never retries that name, K5/K10) and register a new G after
+// a backoff.
+func (m *Manager) registrationFailed(gen *generation, msg string) {
+	reason := reasonRegistrationFailed
+	log := m.log.WithFields(logrus.Fields{"generation": gen.g, "error": msg})
+	if strings.Contains(msg, "validation failed") {
+		reason = reasonValidationFailed
+		if v, ok := highestPatchVersion(msg); ok && v >= m.floor {
+			m.floor = v + 1
+		}
+		if otherMinor.MatchString(msg) {
+			log.Error("kubelet holds this driver with a version 1.M.N, M > 0, which 1.0.G can never outrank")
+		}
+	}
+	reregistrationsTotal.WithLabelValues(reason).Inc()
+	log.WithField("reason", reason).Warn("kubelet rejected the registration; registering a new generation after a backoff")
+	m.retire(gen)
+	m.scheduleRetry(reason)
+}
+
+var (
+	patchVersion = regexp.MustCompile(`\b1\.0\.(\d+)\b`)
+	otherMinor   = regexp.MustCompile(`\b1\.0*[1-9]\d*\.\d+\b`)
+)
+
+// highestPatchVersion returns the largest N of the versions 1.0.N named in
+// a kubelet message such as "…already registered with a higher supported
+// version: \"1.0.N\"".
+func highestPatchVersion(msg string) (uint64, bool) {
+	var max uint64
+	var found bool
+	for _, sm := range patchVersion.FindAllStringSubmatch(msg, -1) {
+		if n, err := strconv.ParseUint(sm[1], 10, 64); err == nil && n >= max && n < ^uint64(0) {
+			max, found = n, true
+		}
+	}
+	return max, found
 }

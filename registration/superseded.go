@@ -1,0 +1,39 @@
+package registration
+
+import (
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// asStandby is "Superseded": a newer generation holds the lease. This
+// process stops taking new work (E is no longer its own, so new connections
+// reach the holder), finishes calls in flight, and takes over if the
+// holder's g<G>.alive lock becomes free while it is not terminating.
+func (m *Manager) asStandby(lease *Lease) {
+	if m.currentRole() != roleStandby {
+		m.log.WithFields(logrus.Fields{
+			"generation": m.cur.g, "holder": lease.Generation, "holderPod": lease.Holder.Pod,
+		}).Info("superseded by a newer generation; standing by")
+		m.setRole(roleStandby)
+		m.retryAt, m.confirmAt = time.Time{}, time.Time{}
+	}
+	for _, slot := range []**servedSocket{&m.e, &m.c} {
+		if s := *slot; s != nil && !s.owned() {
+			m.orphan(s)
+			*slot = nil
+		}
+	}
+	alive, err := isLocked(m.lay.alivePath(lease.Generation))
+	if err != nil {
+		m.logOnce(err, "cannot probe the holder's lock")
+		return
+	}
+	m.updateReady(alive)
+	if alive || m.terminating || lease.Phase == PhaseUninstalling || !m.retryAt.IsZero() {
+		return
+	}
+	m.log.WithFields(logrus.Fields{"holder": lease.Generation, "holderPod": lease.Holder.Pod}).
+		Warn("the holder's lock is free, so it died; taking over")
+	m.tryAcquire(reasonTakeover)
+}
