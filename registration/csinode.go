@@ -124,7 +124,7 @@ func (w *csinodeWatch) hasDriver() (has, known bool) {
 // (K5). If CSINode lacks the driver for csinodeGrace while we are
 // registered, register a new generation, with a growing pause between tries.
 func (m *Manager) checkCSINode() {
-	w := m.csinode
+	w := m.watch.csinode
 	if w == nil {
 		return
 	}
@@ -141,12 +141,12 @@ func (m *Manager) checkCSINode() {
 		w.missingSince = now
 		return
 	}
-	if now.Sub(w.missingSince) < m.t.csinodeGrace || now.Before(w.nextAllowed) {
+	if now.Sub(w.missingSince) < m.timings.csinodeGrace || now.Before(w.nextAllowed) {
 		return
 	}
-	w.backoff = min(max(2*w.backoff, m.t.csinodeGrace), 5*time.Minute)
+	w.backoff = min(max(2*w.backoff, m.timings.csinodeGrace), 5*time.Minute)
 	w.nextAllowed = now.Add(w.backoff)
 	w.missingSince = time.Time{}
-	m.log.WithField("node", w.node).Warn(fmt.Sprintf("CSINode has lacked the driver for over %s while registered", m.t.csinodeGrace))
+	m.log.WithField("node", w.node).Warn(fmt.Sprintf("CSINode has lacked the driver for over %s while registered", m.timings.csinodeGrace))
 	m.reregister(reasonCSINodeMissing)
 }

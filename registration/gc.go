@@ -87,17 +87,18 @@ func removeIfUnlocked(path string, log *logrus.Entry) {
 	}
 	defer f.Close()
 	if err := flock(f, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return // alive, or probed by `ontap-csi status` right now
+		return // alive, or checked by `ontap-csi status` right now
 	}
 	if err := os.Remove(path); err == nil {
 		log.WithField("path", path).Debug("removed lock of a dead generation")
 	}
 }
 
+// collectGarbage is the holder's "Garbage collection", under handover.lock.
 func (m *Manager) collectGarbage() {
-	m.lastGC = time.Now()
-	err := m.lay.withHandoverLock(func() error {
-		m.lay.collectGarbage(m.cur.g, m.log)
+	m.watch.lastGC = time.Now()
+	err := m.paths.withHandoverLock(func() error {
+		m.paths.collectGarbage(m.generations.current.g, m.log)
 		return nil
 	})
 	if err != nil {

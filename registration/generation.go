@@ -19,34 +19,92 @@ type generation struct {
 	deregistered bool // unlinked on purpose (uninstall or shutdown)
 }
 
-func (m *Manager) ownsGeneration(g uint64) bool {
-	return slices.ContainsFunc(m.gens, func(x *generation) bool { return x.g == g })
+// generations are the generations this process allocated.
+type generations struct {
+	current *generation   // the newest; nil before the first Acquire
+	all     []*generation // the current one and those whose registration server may still run
+	floor   uint64        // lowest acceptable next generation (Acquire step 7 jumps)
 }
 
-// reapGenerations stops registration servers that are done: not the
-// holder's, socket no longer on disk as ours (retired), and past their
-// linger (I5).
-func (m *Manager) reapGenerations(lease *Lease, now time.Time) {
+// add makes gen the current generation. One g<G>.alive lock per process:
+// its newest generation stands for it, so the previous one's is released.
+func (gs *generations) add(gen *generation) {
+	if prev := gs.current; prev != nil && prev.alive != nil {
+		prev.alive.Close()
+		prev.alive = nil
+	}
+	gs.current = gen
+	gs.all = append(gs.all, gen)
+}
+
+func (gs *generations) owns(g uint64) bool {
+	return slices.ContainsFunc(gs.all, func(x *generation) bool { return x.g == g })
+}
+
+// markRetired records that the registration socket name of generation g,
+// if it is one of this process's, was retired.
+func (gs *generations) markRetired(name string, g uint64) {
+	for _, gen := range gs.all {
+		if gen.g == g && gen.reg != nil && gen.reg.name == name {
+			gen.retired = true
+		}
+	}
+}
+
+// reap stops registration servers that are done: not the holder's, socket
+// no longer on disk as ours (retired), and past their linger (I5).
+func (gs *generations) reap(lease *Lease, now time.Time, linger time.Duration) {
 	var holderG uint64
 	if lease != nil {
 		holderG = lease.Generation
 	}
-	for _, gen := range m.gens {
+	for _, gen := range gs.all {
 		r := gen.reg
 		if r == nil || r.stopped {
 			continue
 		}
 		active := gen.g == holderG && !gen.deregistered
-		if !active && !r.sock.owned() && !now.Before(r.lingerUntil(m.t.linger)) {
+		if !active && !r.sock.owned() && !now.Before(r.lingerUntil(linger)) {
 			r.stop()
 		}
 	}
-	m.gens = slices.DeleteFunc(m.gens, func(gen *generation) bool {
-		return gen != m.cur && (gen.reg == nil || gen.reg.stopped)
+	gs.all = slices.DeleteFunc(gs.all, func(gen *generation) bool {
+		return gen != gs.current && (gen.reg == nil || gen.reg.stopped)
 	})
 }
 
-// nextGeneration is step 2's rule:
+// lingering reports whether a registration server is within its linger
+// time (I5): kubelet may still call NotifyRegistrationStatus on it.
+func (gs *generations) lingering(now time.Time, linger time.Duration) bool {
+	for _, gen := range gs.all {
+		if gen.reg != nil && !gen.reg.stopped && now.Before(gen.reg.lingerUntil(linger)) {
+			return true
+		}
+	}
+	return false
+}
+
+// stopServers stops every registration server; the sockets stay (I7).
+func (gs *generations) stopServers() {
+	for _, gen := range gs.all {
+		if gen.reg != nil {
+			gen.reg.stop()
+		}
+	}
+}
+
+// releaseLocks releases the g<G>.alive locks: this process no longer stands
+// for any generation.
+func (gs *generations) releaseLocks() {
+	for _, gen := range gs.all {
+		if gen.alive != nil {
+			gen.alive.Close()
+			gen.alive = nil
+		}
+	}
+}
+
+// nextGeneration is Acquire step 2's rule:
 //
 //	G = max(1 + lease.generation, 1 + every generation named by files, now in ms)
 //
@@ -67,7 +125,7 @@ func nextGeneration(prev *Lease, onDisk uint64, now time.Time, floor uint64) uin
 	return g
 }
 
-// allocation is the outcome of step 2.
+// allocation is the outcome of Acquire step 2.
 type allocation struct {
 	g     uint64
 	alive *os.File // exclusive flock on g<G>.alive, held for the generation's life
@@ -78,7 +136,7 @@ type allocation struct {
 	prevAlive bool
 }
 
-// allocateGeneration is step 2 of acquire, called with handover.lock held:
+// allocateGeneration is Acquire step 2, called with handover.lock held:
 // compute G, create and lock g<G>.alive, write the lease naming G.
 // holding, when not 0, is the generation a holder re-registers from: the
 // allocation is refused with errNotHolder unless the lease still names it.
@@ -101,8 +159,8 @@ func (l layout) allocateGeneration(newLease func(g uint64) *Lease, floor, holdin
 			return nil, err
 		}
 	}
-	// G is fresh, so nobody else locks this file; a momentary shared probe
-	// by `ontap-csi status` only delays us.
+	// G is fresh, so nobody else locks this file; the momentary shared lock
+	// of `ontap-csi status` only delays us.
 	if a.alive, err = lockFile(l.alivePath(a.g)); err != nil {
 		return nil, err
 	}

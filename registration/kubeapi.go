@@ -64,16 +64,16 @@ func getOK(ctx context.Context, hc *http.Client, url string) error {
 	return nil
 }
 
-// waitForAPI is step 4: kubelet's RegisterPlugin updates the Node and
+// waitForAPI is Acquire step 4: kubelet's RegisterPlugin updates the Node and
 // CSINode objects, and if the API server does not answer it unregisters the
 // driver by name (K5), which would drop a predecessor's good registration.
 // The wait is bounded; a SIGTERM ends it (false: do not register).
 func (m *Manager) waitForAPI() bool {
-	abort := m.runCtx.Done()
-	if m.terminating {
+	abort := m.sigterm.signal.Done()
+	if m.sigterm.received {
 		abort = nil
 	}
-	deadline := time.Now().Add(m.t.apiWait)
+	deadline := time.Now().Add(m.timings.apiWait)
 	for i := 0; ; i++ {
 		ctx, cancel := context.WithTimeout(m.life, 5*time.Second)
 		err := m.cfg.Kube.Ping(ctx)
@@ -88,7 +88,7 @@ func (m *Manager) waitForAPI() bool {
 			m.log.WithError(err).Warn("waiting for the API server before registering, or kubelet would drop the driver (K5)")
 		}
 		if time.Now().After(deadline) {
-			m.log.WithError(err).WithField("waited", m.t.apiWait).Error("API server still unreachable; registering anyway")
+			m.log.WithError(err).WithField("waited", m.timings.apiWait).Error("API server still unreachable; registering anyway")
 			return true
 		}
 		select {

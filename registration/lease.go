@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Phase is the lease's phase (registration.md §4).
+// Phase is the lease's phase ("Files on the node": lease.json).
 type Phase string
 
 const (
@@ -157,4 +157,25 @@ func (l layout) withHandoverLock(fn func() error) error {
 	}
 	defer f.Close()
 	return fn()
+}
+
+// newLease is the lease that holder writes for generation g.
+func (l layout) newLease(holder Holder, g uint64, info NodeInfo, phase Phase) *Lease {
+	lease := &Lease{
+		Generation: g,
+		Holder:     holder,
+		NodeInfo:   info,
+		Phase:      phase,
+		UpdatedAt:  time.Now(),
+	}
+	if name, err := l.regSocketName(g); err == nil {
+		lease.RegistrationSocket = filepath.Join(l.hostRegDir, name)
+	}
+	return lease
+}
+
+// leaseNames reports whether the lease can be read and names generation g.
+func (l layout) leaseNames(g uint64) bool {
+	lease, err := readLease(l.leasePath())
+	return err == nil && lease != nil && lease.Generation == g
 }

@@ -34,7 +34,7 @@ func lockFile(path string) (*os.File, error) {
 
 // isLocked reports whether some process holds an exclusive flock on path,
 // i.e. whether the generation that owns this g<G>.alive is alive. A missing
-// file is not held. The probe takes a shared lock for an instant, which
+// file is not held. The check takes a shared lock for an instant, which
 // never disturbs the owner's exclusive one.
 func isLocked(path string) (bool, error) {
 	f, err := os.Open(path)
@@ -52,7 +52,7 @@ func isLocked(path string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("flock %s: %w", path, err)
 	}
-	return false, nil // closing f drops the probe's lock
+	return false, nil // closing f drops the check's lock
 }
 
 func sameFile(f *os.File, path string) bool {

@@ -52,24 +52,24 @@ type Config struct {
 	// SetUnlinkOnClose(false) (I7), so stopping the server never unlinks a path.
 	Serve func(net.Listener) error
 	// Kube is optional (NewKubeAPI). With it, registration waits for the API
-	// server (step 4) and the holder checks CSINode for the driver.
+	// server (Acquire step 4) and the holder checks CSINode for the driver.
 	Kube *KubeAPI
 }
 
 // timings are the protocol's periods and delays. Tests shorten some.
 type timings struct {
-	tick         time.Duration // loop tick: standby probe of the holder's lock, timers
-	watchdog     time.Duration // holder's periodic checks (design: 1 s)
-	retireDelay  time.Duration // rename-to-dot → unlink (design: 2 s)
+	tick         time.Duration // loop tick: the standby's check of the holder's lock, timers
+	watchdog     time.Duration // the holder's periodic checks ("Watchdog": 1 s)
+	retireDelay  time.Duration // rename-to-dot → unlink ("Retire": 2 s)
 	linger       time.Duration // registration server stays up after its last GetInfo (I5: 10 s)
 	confirmAfter time.Duration // second registration after kubelet's next reconcile (K2: 1 s period)
 	drainDelay   time.Duration // before closing a listener whose path moved to a successor
-	backoffMin   time.Duration // re-acquire backoff after Notify(false) or a failed acquire
+	backoffMin   time.Duration // re-acquire backoff after Notify(false) (Acquire step 7) or a failed acquire
 	backoffMax   time.Duration
-	apiWait      time.Duration // step 4 bound
+	apiWait      time.Duration // Acquire step 4's bound
 	csinodeGrace time.Duration // CSINode may lack the driver this long while registered
 	gcEvery      time.Duration
-	nodeInfo     time.Duration // NodeGetInfo self-check timeout
+	nodeInfo     time.Duration // timeout of the endpoint check (NodeGetInfo, I6)
 }
 
 var defaultTimings = timings{
@@ -87,41 +87,31 @@ var defaultTimings = timings{
 	nodeInfo:     10 * time.Second,
 }
 
-// Manager runs the node's side of the registration protocol
-// (registration.md §5) for one node-plugin process.
+// Manager runs the node's side of the registration protocol for one
+// node-plugin process. It is a state machine (state.go): Run's loop feeds it
+// file events, kubelet's NotifyRegistrationStatus and a tick; reconcile
+// reads the node lease and moves the process between its roles.
 type Manager struct {
 	cfg     Config
-	lay     layout
-	t       timings
+	paths   layout // every file of the protocol on this node ("Files on the node")
+	self    Holder // this process, as the leases it writes name their holder
+	timings timings
 	log     *logrus.Entry
-	started time.Time
-	retirer *retirer
 
-	events  chan any
-	done    chan struct{}
-	running atomic.Bool
-	ready   atomic.Bool
-	role    atomic.Value  // string, one of the role* constants
-	gen     atomic.Uint64 // this process's newest generation
+	// Shared with other goroutines.
+	published published // role, readiness and generation, for /readyz and metrics
+	inbox     inbox     // file events and kubelet's Notify, for the Run loop
+	running   atomic.Bool
 
 	// Everything below is owned by the Run loop.
-	life        context.Context // ends when Run returns
-	runCtx      context.Context // ends on SIGTERM
-	cur         *generation     // newest generation this process allocated
-	gens        []*generation   // generations whose registration server may still run
-	e, c        *servedSocket   // E and csi.sock while this process bound them
-	orphans     []orphan        // listeners whose path a successor took over
-	floor       uint64          // lowest acceptable next generation (Notify(false) jumps)
-	backoff     time.Duration
-	retryAt     time.Time
-	retryReason string
-	confirmAt   time.Time
-	terminating bool
-	deadline    time.Time
-	lastCheck   time.Time
-	lastGC      time.Time
-	csinode     *csinodeWatch
-	lastErr     string
+	life          context.Context // ends when Run returns
+	sigterm       termination     // "SIGTERM": the signal, and the handover grace
+	generations   generations     // the generations this process allocated
+	endpoints     endpoints       // this process's sockets on E and csi.sock
+	retirer       *retirer        // "Retire"
+	retry         retryTimer      // the next acquire after a failed one, with backoff
+	watch         watchdogState   // what the holder's "Watchdog" saw and scheduled
+	lastLoggedErr string          // logOnce's last message
 }
 
 // New validates cfg and computes every path; it fails if a socket path does
@@ -153,13 +143,13 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Serve == nil {
 		return nil, errors.New("registration: no Serve function")
 	}
-	lay := newLayout(cfg.DriverName, cfg.KubeletDir, cfg.PluginDir, cfg.RegistrationDir, cfg.CSIEndpointPath)
-	if err := lay.validate(); err != nil {
+	paths := newLayout(cfg.DriverName, cfg.KubeletDir, cfg.PluginDir, cfg.RegistrationDir, cfg.CSIEndpointPath)
+	if err := paths.validate(); err != nil {
 		return nil, fmt.Errorf("registration: %w", err)
 	}
-	dirs := []string{lay.pluginDir, lay.regDir}
-	if lay.csiEndpoint != "" {
-		dirs = append(dirs, filepath.Dir(lay.csiEndpoint))
+	dirs := []string{paths.pluginDir, paths.regDir}
+	if paths.csiEndpoint != "" {
+		dirs = append(dirs, filepath.Dir(paths.csiEndpoint))
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o750); err != nil {
@@ -169,34 +159,18 @@ func New(cfg Config) (*Manager, error) {
 	log := logrus.WithFields(logrus.Fields{"component": "registration", "driver": cfg.DriverName})
 	return &Manager{
 		cfg:     cfg,
-		lay:     lay,
-		t:       defaultTimings,
+		paths:   paths,
+		self:    Holder{Pod: cfg.PodName, PodUID: cfg.PodUID, PID: os.Getpid(), StartedAt: time.Now()},
+		timings: defaultTimings,
 		log:     log,
-		started: time.Now(),
+		inbox:   inbox{events: make(chan any, 64), done: make(chan struct{})},
 		retirer: &retirer{delay: defaultTimings.retireDelay, log: log},
-		events:  make(chan any, 64),
-		done:    make(chan struct{}),
 	}, nil
 }
 
 // Ready reports whether this process is the registered holder, or a standby
 // while a live holder exists (/readyz).
-func (m *Manager) Ready() bool { return m.ready.Load() }
-
-// post hands an event to the loop without ever blocking the caller: a
-// NotifyRegistrationStatus handler must return at once (I5).
-func (m *Manager) post(ev any) {
-	select {
-	case m.events <- ev:
-	default:
-		go func() {
-			select {
-			case m.events <- ev:
-			case <-m.done:
-			}
-		}()
-	}
-}
+func (m *Manager) Ready() bool { return m.published.ready.Load() }
 
 // Run acquires the node lease and registers with kubelet, then keeps the
 // registration healthy (watchdog) or stands by, until ctx ends (SIGTERM).
@@ -209,37 +183,37 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	life, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m.life, m.runCtx = life, ctx
-	defer close(m.done)
+	m.life, m.sigterm.signal = life, ctx
+	defer close(m.inbox.done)
 
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("registration: %w", err)
 	}
 	defer w.Close()
-	watched := []string{m.lay.pluginDir, m.lay.regDir}
-	if m.lay.csiEndpoint != "" && filepath.Dir(m.lay.csiEndpoint) != m.lay.pluginDir {
-		watched = append(watched, filepath.Dir(m.lay.csiEndpoint))
+	watched := []string{m.paths.pluginDir, m.paths.regDir}
+	if m.paths.csiEndpoint != "" && filepath.Dir(m.paths.csiEndpoint) != m.paths.pluginDir {
+		watched = append(watched, filepath.Dir(m.paths.csiEndpoint))
 	}
 	for _, d := range watched {
 		if err := w.Add(d); err != nil {
 			return fmt.Errorf("registration: watch %s: %w", d, err)
 		}
 	}
-	go m.forward(w)
+	go m.inbox.forward(w, m.log)
 
 	if m.cfg.Kube != nil && m.cfg.NodeName != "" {
-		m.csinode = watchCSINode(life, m.cfg.Kube.Client, m.cfg.NodeName, m.cfg.DriverName, m.log)
+		m.watch.csinode = watchCSINode(life, m.cfg.Kube.Client, m.cfg.NodeName, m.cfg.DriverName, m.log)
 	}
 
 	m.log.WithFields(logrus.Fields{
-		"pluginDir": m.lay.pluginDir, "registrationDir": m.lay.regDir, "endpoint": m.lay.hostEndpoint,
+		"pluginDir": m.paths.pluginDir, "registrationDir": m.paths.regDir, "endpoint": m.paths.hostEndpoint,
 	}).Info("acquiring the node registration")
 	m.setRole(roleAcquiring)
 	m.tryAcquire(reasonStart)
 	m.reconcile(true)
 
-	tick := time.NewTicker(m.t.tick)
+	tick := time.NewTicker(m.timings.tick)
 	defer tick.Stop()
 	term := ctx.Done()
 	for {
@@ -247,32 +221,14 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-term:
 			term = nil
 			m.beginTermination()
-		case ev := <-m.events:
+		case ev := <-m.inbox.events:
 			m.handle(ev)
 		case <-tick.C:
 			m.onTick()
 		}
-		if m.terminating && m.mayExit() {
+		if m.sigterm.received && m.mayExit() {
 			m.shutdown()
 			return nil
-		}
-	}
-}
-
-func (m *Manager) forward(w *fsnotify.Watcher) {
-	for {
-		select {
-		case ev, ok := <-w.Events:
-			if !ok {
-				return
-			}
-			m.post(ev)
-		case err, ok := <-w.Errors:
-			if !ok {
-				return
-			}
-			// An overflow loses events; the periodic checks still run.
-			m.log.WithError(err).Warn("file watch error")
 		}
 	}
 }
@@ -286,23 +242,23 @@ func (m *Manager) handle(ev any) {
 	}
 }
 
+// onTick runs the timers (a retry of a failed acquire, the watchdog's second
+// registration) and reconciles, with the watchdog's full check once a period.
 func (m *Manager) onTick() {
 	now := time.Now()
-	if !m.retryAt.IsZero() && !now.Before(m.retryAt) {
-		m.retryAt = time.Time{}
+	if reason, due := m.retry.due(now); due {
 		// A standby's retry is a takeover; reconcile below retries it only
 		// if the holder is still dead.
-		if m.currentRole() != roleStandby && (!m.terminating || m.isHolder()) {
-			m.tryAcquire(m.retryReason)
+		if m.currentRole() != roleStandby && (!m.sigterm.received || m.isHolder()) {
+			m.tryAcquire(reason)
 		}
 	}
-	if !m.confirmAt.IsZero() && !now.Before(m.confirmAt) {
-		m.confirmAt = time.Time{}
-		if m.isHolder() && !m.cur.deregistered {
+	if m.watch.confirmDue(now) {
+		if m.isHolder() && !m.generations.current.deregistered {
 			m.reregister(reasonConfirm)
 		}
 	}
-	m.reconcile(now.Sub(m.lastCheck) >= m.t.watchdog)
+	m.reconcile(now.Sub(m.watch.lastCheck) >= m.timings.watchdog)
 }
 
 // onFileEvent reacts to inotify events; the periodic checks cover any that
@@ -310,11 +266,11 @@ func (m *Manager) onTick() {
 func (m *Manager) onFileEvent(ev fsnotify.Event) {
 	dir, name := filepath.Dir(ev.Name), filepath.Base(ev.Name)
 	switch {
-	case dir == m.lay.regDir:
+	case dir == m.paths.regDir:
 		m.onRegDirEvent(name, ev.Op)
-	case dir == m.lay.pluginDir && name == LeaseName:
+	case dir == m.paths.pluginDir && name == LeaseName:
 		m.reconcile(false)
-	case ev.Name == m.lay.endpoint || ev.Name == m.lay.csiEndpoint:
+	case ev.Name == m.paths.endpoint || ev.Name == m.paths.csiEndpoint:
 		m.reconcile(true)
 	}
 }
@@ -322,11 +278,51 @@ func (m *Manager) onFileEvent(ev fsnotify.Event) {
 // logOnce logs err unless it is the same as the last one logged.
 func (m *Manager) logOnce(err error, msg string) {
 	if err == nil {
-		m.lastErr = ""
+		m.lastLoggedErr = ""
 		return
 	}
-	if s := err.Error(); s != m.lastErr {
-		m.lastErr = s
+	if s := err.Error(); s != m.lastLoggedErr {
+		m.lastLoggedErr = s
 		m.log.WithError(err).Warn(msg)
+	}
+}
+
+// inbox carries events to the Run loop: file events, and kubelet's
+// NotifyRegistrationStatus from the registration servers' goroutines.
+type inbox struct {
+	events chan any
+	done   chan struct{} // closed when Run returns
+}
+
+// post hands an event to the loop without ever blocking the caller: a
+// NotifyRegistrationStatus handler must return at once (I5).
+func (in inbox) post(ev any) {
+	select {
+	case in.events <- ev:
+	default:
+		go func() {
+			select {
+			case in.events <- ev:
+			case <-in.done:
+			}
+		}()
+	}
+}
+
+func (in inbox) forward(w *fsnotify.Watcher, log *logrus.Entry) {
+	for {
+		select {
+		case ev, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			in.post(ev)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+			// An overflow loses events; the periodic checks still run.
+			log.WithError(err).Warn("file watch error")
+		}
 	}
 }

@@ -41,12 +41,12 @@ var (
 	}, []string{"reason"})
 )
 
-func setRoleMetric(role string) {
+func setRoleMetric(current role) {
 	for _, r := range allRoles {
 		v := 0.0
-		if r == role {
+		if r == current {
 			v = 1
 		}
-		phaseGauge.WithLabelValues(r).Set(v)
+		phaseGauge.WithLabelValues(string(r)).Set(v)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// File names in PLUGIN_DIR and REG_DIR (registration.md §4).
+// File names in PLUGIN_DIR and REG_DIR ("Files on the node").
 const (
 	// EndpointName is E, the one CSI endpoint kubelet is told about (I3). It is
 	// deliberately not csi.sock: a legacy Trident container may unlink
@@ -105,7 +105,7 @@ func (l layout) regSocketName(g uint64) (string, error) {
 }
 
 func (l layout) regNameFits(name string) bool {
-	// The socket is bound as "."+name (step 5) and dialed by kubelet as name.
+	// The socket is bound as "."+name (Acquire step 5) and dialed by kubelet as name.
 	return len(filepath.Join(l.regDir, "."+name)) <= maxSocketPath &&
 		len(filepath.Join(l.hostRegDir, name)) <= maxSocketPath
 }
@@ -216,7 +216,7 @@ func parseGeneration(s string) (uint64, bool) {
 }
 
 // tempSocketName returns a fresh name for a socket that is bound and then
-// renamed onto E or csi.sock (step 3). It starts with "." so nothing reads
+// renamed onto E or csi.sock (Acquire step 3). It starts with "." so nothing reads
 // it as an endpoint.
 func tempSocketName() string {
 	return tempSocketPrefix + randomHex(8) + tempSocketSuffix

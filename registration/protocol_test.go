@@ -213,7 +213,7 @@ func TestWatchdogReregistersAfterSocketDeleted(t *testing.T) {
 	g1 := a.generation()
 	old := n.regSockets()
 	// What an operator sees on /metrics (docs/registration.md).
-	if g, reg := testutil.ToFloat64(generationGauge), testutil.ToFloat64(phaseGauge.WithLabelValues(roleRegistered)); g != float64(g1) || reg != 1 {
+	if g, reg := testutil.ToFloat64(generationGauge), testutil.ToFloat64(phaseGauge.WithLabelValues(string(roleRegistered))); g != float64(g1) || reg != 1 {
 		t.Errorf("metrics: generation %v, phase registered %v; want %d and 1", g, reg, g1)
 	}
 	removedBefore := testutil.ToFloat64(reregistrationsTotal.WithLabelValues(reasonSocketRemoved))
@@ -703,7 +703,7 @@ func TestCSINodeWatchdogReregisters(t *testing.T) {
 	if _, err := client.Resource(csinodesGVR).Update(context.Background(), csinode("node-1", testDriver), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the watch sees the driver", func() bool { has, known := a.m.csinode.hasDriver(); return has && known })
+	eventually(t, "the watch sees the driver", func() bool { has, known := a.m.watch.csinode.hasDriver(); return has && known })
 	// Let a re-registration that began before the update finish.
 	time.Sleep(2 * testTimings.watchdog)
 	eventually(t, "registered", func() bool {

@@ -55,17 +55,34 @@ func (r *regServer) stop() {
 	r.srv.Stop() // closes the listener; SetUnlinkOnClose(false) keeps the file (I7)
 }
 
-// exposeRegistration is step 5: serve generation g's registration on a
-// dot-name that kubelet ignores (K1), then rename it to its real name, so
-// kubelet only ever dials a socket that already listens. The rename arrives
-// at kubelet as a Create.
-func (m *Manager) exposeRegistration(g uint64) (*regServer, error) {
-	name, err := m.lay.regSocketName(g)
+// exposeRegistration is Acquire step 5, only while gen is still the
+// holder's: a superseded generation's socket would only be refused (K7).
+func (m *Manager) exposeRegistration(gen *generation) error {
+	if !m.paths.leaseNames(gen.g) {
+		m.log.WithField("generation", gen.g).Info("superseded before registering")
+		return nil
+	}
+	rs, err := startRegServer(m.paths, gen.g, m.inbox, m.log)
+	if err != nil {
+		return err
+	}
+	gen.reg = rs
+	m.log.WithFields(logrus.Fields{"generation": gen.g, "socket": rs.hostPath, "version": versionOf(gen.g)}).
+		Info("registration socket exposed")
+	return nil
+}
+
+// startRegServer serves generation g's registration on a dot-name that
+// kubelet ignores (K1), then renames it to its real name, so kubelet only
+// ever dials a socket that already listens. The rename arrives at kubelet as
+// a Create. Kubelet's NotifyRegistrationStatus goes to the Run loop.
+func startRegServer(paths layout, g uint64, notify inbox, log *logrus.Entry) (*regServer, error) {
+	name, err := paths.regSocketName(g)
 	if err != nil {
 		return nil, err
 	}
-	staging := filepath.Join(m.lay.regDir, "."+name)
-	final := filepath.Join(m.lay.regDir, name)
+	staging := filepath.Join(paths.regDir, "."+name)
+	final := filepath.Join(paths.regDir, name)
 	sock, err := listenSocket(staging)
 	if err != nil {
 		return nil, fmt.Errorf("registration socket: %w", err)
@@ -73,14 +90,14 @@ func (m *Manager) exposeRegistration(g uint64) (*regServer, error) {
 	rs := &regServer{
 		g:        g,
 		name:     name,
-		hostPath: filepath.Join(m.lay.hostRegDir, name),
+		hostPath: filepath.Join(paths.hostRegDir, name),
 		sock:     sock,
 		srv:      grpc.NewServer(),
 	}
-	registerapi.RegisterRegistrationServer(rs.srv, &registrationService{m: m, rs: rs})
+	registerapi.RegisterRegistrationServer(rs.srv, &registrationService{paths: paths, notify: notify, rs: rs})
 	go func() {
 		if err := rs.srv.Serve(sock.lis); err != nil && !sock.closed.Load() {
-			m.log.WithError(err).WithField("generation", g).Error("registration server stopped")
+			log.WithError(err).WithField("generation", g).Error("registration server stopped")
 		}
 	}()
 	if err := sock.moveTo(final); err != nil {
@@ -94,15 +111,16 @@ func (m *Manager) exposeRegistration(g uint64) (*regServer, error) {
 // registrationService answers kubelet's plugin watcher for one generation.
 type registrationService struct {
 	registerapi.UnimplementedRegistrationServer
-	m  *Manager
-	rs *regServer
+	paths  layout
+	notify inbox
+	rs     *regServer
 }
 
 // GetInfo answers only while this generation holds the lease and the node
 // is not being uninstalled. A refusal is safe: kubelet registers nothing and
 // retries later (K7).
 func (s *registrationService) GetInfo(context.Context, *registerapi.InfoRequest) (*registerapi.PluginInfo, error) {
-	lease, err := readLease(s.m.lay.leasePath())
+	lease, err := readLease(s.paths.leasePath())
 	switch {
 	case err != nil:
 		return nil, status.Errorf(codes.Unavailable, "node lease unreadable: %v", err)
@@ -114,8 +132,8 @@ func (s *registrationService) GetInfo(context.Context, *registerapi.InfoRequest)
 	s.rs.lastInfo.Store(time.Now().UnixNano())
 	return &registerapi.PluginInfo{
 		Type:              registerapi.CSIPlugin,
-		Name:              s.m.lay.driver,
-		Endpoint:          s.m.lay.hostEndpoint, // always E (I3)
+		Name:              s.paths.driver,
+		Endpoint:          s.paths.hostEndpoint, // always E (I3)
 		SupportedVersions: []string{versionOf(s.rs.g)},
 	}, nil
 }
@@ -124,20 +142,22 @@ func (s *registrationService) GetInfo(context.Context, *registerapi.InfoRequest)
 // failed Notify makes kubelet deregister the driver by name (K6). The loop
 // acts on the status.
 func (s *registrationService) NotifyRegistrationStatus(_ context.Context, st *registerapi.RegistrationStatus) (*registerapi.RegistrationStatusResponse, error) {
-	s.m.post(notifyEvent{g: s.rs.g, registered: st.GetPluginRegistered(), msg: st.GetError()})
+	s.notify.post(notifyEvent{g: s.rs.g, registered: st.GetPluginRegistered(), msg: st.GetError()})
 	return &registerapi.RegistrationStatusResponse{}, nil
 }
 
+// notifyEvent is kubelet's NotifyRegistrationStatus for generation g.
 type notifyEvent struct {
 	g          uint64
 	registered bool
 	msg        string
 }
 
-// onNotify is steps 6 and 7.
+// onNotify is Acquire steps 6 and 7: kubelet's NotifyRegistrationStatus for
+// the current generation.
 func (m *Manager) onNotify(ev notifyEvent) {
 	log := m.log.WithField("generation", ev.g)
-	gen := m.cur
+	gen := m.generations.current
 	if gen == nil || gen.g != ev.g {
 		log.WithFields(logrus.Fields{"registered": ev.registered, "error": ev.msg}).
 			Debug("registration status for an older generation; ignored")
@@ -152,8 +172,8 @@ func (m *Manager) onNotify(ev notifyEvent) {
 	}
 	// Step 6: record it, under the lock and only if the lease still names G.
 	var holder bool
-	err := m.lay.withHandoverLock(func() error {
-		l, err := readLease(m.lay.leasePath())
+	err := m.paths.withHandoverLock(func() error {
+		l, err := readLease(m.paths.leasePath())
 		if err != nil || l == nil || l.Generation != gen.g || l.Phase == PhaseUninstalling {
 			return err
 		}
@@ -162,7 +182,7 @@ func (m *Manager) onNotify(ev notifyEvent) {
 			return nil
 		}
 		l.Phase, l.UpdatedAt = PhaseRegistered, time.Now()
-		return writeLease(m.lay.leasePath(), l)
+		return writeLease(m.paths.leasePath(), l)
 	})
 	if err != nil {
 		log.WithError(err).Warn("cannot record the registration in the node lease")
@@ -175,25 +195,26 @@ func (m *Manager) onNotify(ev notifyEvent) {
 		log.WithField("version", versionOf(gen.g)).Info("registered with kubelet")
 	}
 	gen.registered = true
-	m.backoff = 0
+	m.retry.backoff = 0
 	m.setRole(roleRegistered)
-	m.updateReady(true)
+	m.published.ready.Store(true)
+	// Then retire every other registration socket of this driver.
 	m.sweepRegDir()
 	m.collectGarbage()
 }
 
-// registrationFailed is step 7: kubelet rejected generation G. Either G was
-// not high enough (validation), or NodeGetInfo or the CSINode update failed
-// and kubelet has just dropped the driver (K5). Retire the socket (before
-// v1.36 kubelet never retries that name, K5/K10) and register a new G after
-// a backoff.
+// registrationFailed is Acquire step 7: kubelet rejected generation G.
+// Either G was not high enough (validation), or NodeGetInfo or the CSINode
+// update failed and kubelet has just dropped the driver (K5). Retire the
+// socket (before v1.36 kubelet never retries that name, K5/K10) and register
+// a new G after a backoff.
 func (m *Manager) registrationFailed(gen *generation, msg string) {
 	reason := reasonRegistrationFailed
 	log := m.log.WithFields(logrus.Fields{"generation": gen.g, "error": msg})
 	if strings.Contains(msg, "validation failed") {
 		reason = reasonValidationFailed
-		if v, ok := highestPatchVersion(msg); ok && v >= m.floor {
-			m.floor = v + 1
+		if v, ok := highestPatchVersion(msg); ok && v >= m.generations.floor {
+			m.generations.floor = v + 1
 		}
 		if otherMinor.MatchString(msg) {
 			log.Error("kubelet holds this driver with a version 1.M.N, M > 0, which 1.0.G can never outrank")
@@ -202,7 +223,7 @@ func (m *Manager) registrationFailed(gen *generation, msg string) {
 	reregistrationsTotal.WithLabelValues(reason).Inc()
 	log.WithField("reason", reason).Warn("kubelet rejected the registration; registering a new generation after a backoff")
 	m.retire(gen)
-	m.scheduleRetry(reason)
+	m.retry.schedule(reason, m.timings)
 }
 
 var (

@@ -6,13 +6,14 @@ package registration
 // standby has no registration of its own to keep, so it takes over as from
 // a dead holder.
 func (m *Manager) repairLease(cause error) {
+	cur := m.generations.current
 	if m.currentRole() == roleStandby {
-		live, err := m.lay.liveGenerations()
+		live, err := m.paths.liveGenerations()
 		if err != nil {
 			m.logOnce(err, "cannot list live generations")
 			return
 		}
-		if len(live) > 0 && live[len(live)-1] > m.cur.g || m.terminating || !m.retryAt.IsZero() {
+		if len(live) > 0 && live[len(live)-1] > cur.g || m.sigterm.received || m.retry.pending() {
 			return
 		}
 		m.log.WithError(cause).Warn("node lease missing or damaged and no newer generation is alive; taking over")
@@ -20,40 +21,40 @@ func (m *Manager) repairLease(cause error) {
 		return
 	}
 	var rewrote bool
-	err := m.lay.withHandoverLock(func() error {
-		l, _ := readLease(m.lay.leasePath())
-		if l != nil && l.Generation >= m.cur.g {
+	err := m.paths.withHandoverLock(func() error {
+		l, _ := readLease(m.paths.leasePath())
+		if l != nil && l.Generation >= cur.g {
 			return nil // repaired meanwhile
 		}
-		live, err := m.lay.liveGenerations()
+		live, err := m.paths.liveGenerations()
 		if err != nil {
 			return err
 		}
-		if len(live) > 0 && live[len(live)-1] > m.cur.g {
+		if len(live) > 0 && live[len(live)-1] > cur.g {
 			return nil
 		}
-		if m.cur.alive == nil || !sameFile(m.cur.alive, m.lay.alivePath(m.cur.g)) {
+		if cur.alive == nil || !sameFile(cur.alive, m.paths.alivePath(cur.g)) {
 			// Our g<G>.alive went with the lease; lock a new one.
-			f, err := lockFile(m.lay.alivePath(m.cur.g))
+			f, err := lockFile(m.paths.alivePath(cur.g))
 			if err != nil {
 				return err
 			}
-			if m.cur.alive != nil {
-				m.cur.alive.Close()
+			if cur.alive != nil {
+				cur.alive.Close()
 			}
-			m.cur.alive = f
+			cur.alive = f
 		}
 		phase := PhaseStarting
-		if m.cur.registered {
+		if cur.registered {
 			phase = PhaseRegistered
 		}
 		rewrote = true
-		return writeLease(m.lay.leasePath(), m.newLease(m.cur.g, m.cur.info, phase))
+		return writeLease(m.paths.leasePath(), m.paths.newLease(m.self, cur.g, cur.info, phase))
 	})
 	switch {
 	case err != nil:
 		m.logOnce(err, "cannot repair the node lease")
 	case rewrote:
-		m.log.WithError(cause).WithField("generation", m.cur.g).Warn("node lease was missing or damaged; rewrote it")
+		m.log.WithError(cause).WithField("generation", cur.g).Warn("node lease was missing or damaged; rewrote it")
 	}
 }

@@ -52,19 +52,20 @@ func (m *Manager) retire(gen *generation) {
 	if gen.reg == nil || gen.retired || !gen.reg.sock.owned() {
 		return
 	}
-	if _, err := m.retirer.retire(m.lay.regDir, gen.reg.name); err != nil {
+	if _, err := m.retirer.retire(m.paths.regDir, gen.reg.name); err != nil {
 		m.log.WithError(err).Warn("cannot retire registration socket")
 		return
 	}
 	gen.retired = true
 }
 
-// sweepRegDir is the holder's retirement of every other registration socket
-// of this driver once registered: older generations, dead or alive, and the
+// sweepRegDir is the registered holder's retirement of every other
+// registration socket of this driver (Acquire step 6, "Garbage collection",
+// "Legacy registrar socket"): older generations, dead or alive, and the
 // legacy <driver>-reg.sock. Sockets of newer generations belong to a
 // successor and are left alone.
 func (m *Manager) sweepRegDir() {
-	ents, err := os.ReadDir(m.lay.regDir)
+	ents, err := os.ReadDir(m.paths.regDir)
 	if err != nil {
 		m.logOnce(err, "cannot list the registration dir")
 		return
@@ -74,21 +75,17 @@ func (m *Manager) sweepRegDir() {
 		if strings.HasPrefix(name, ".") || e.Type()&fs.ModeSocket == 0 {
 			continue
 		}
-		kind, g := m.lay.parseRegName(name)
-		if kind == kindLegacy || (kind == kindGeneration && g < m.cur.g) {
+		kind, g := m.paths.parseRegName(name)
+		if kind == kindLegacy || (kind == kindGeneration && g < m.generations.current.g) {
 			m.retireByName(name, g)
 		}
 	}
 }
 
 func (m *Manager) retireByName(name string, g uint64) {
-	if _, err := m.retirer.retire(m.lay.regDir, name); err != nil {
+	if _, err := m.retirer.retire(m.paths.regDir, name); err != nil {
 		m.log.WithError(err).WithField("socket", name).Warn("cannot retire registration socket")
 		return
 	}
-	for _, gen := range m.gens {
-		if gen.g == g && gen.reg != nil && gen.reg.name == name {
-			gen.retired = true
-		}
-	}
+	m.generations.markRetired(name, g)
 }

@@ -1,23 +1,32 @@
 package registration
 
 import (
+	"context"
 	"time"
 
 	"github.com/sirupsen/logrus"
 )
 
+// termination is "SIGTERM": the signal, and the handover grace that
+// follows it.
+type termination struct {
+	signal    context.Context // Run's ctx: ends on SIGTERM
+	received  bool            // the Run loop has begun terminating
+	graceEnds time.Time       // --handover-grace after SIGTERM
+}
+
 // beginTermination is "SIGTERM": no deregistration (unless
 // --deregister-on-shutdown=always), no new takeovers; keep serving E until
 // a successor takes it over or the grace expires.
 func (m *Manager) beginTermination() {
-	m.terminating = true
-	m.deadline = time.Now().Add(m.cfg.HandoverGrace)
+	m.sigterm.received = true
+	m.sigterm.graceEnds = time.Now().Add(m.cfg.HandoverGrace)
 	holder := m.isHolder()
 	if !holder {
-		m.retryAt = time.Time{}
+		m.retry.cancel()
 	}
-	if m.cfg.DeregisterOnShutdown && holder && !m.cur.deregistered {
-		m.deregister(m.cur, "--deregister-on-shutdown=always")
+	if cur := m.generations.current; m.cfg.DeregisterOnShutdown && holder && !cur.deregistered {
+		m.deregister(cur, "--deregister-on-shutdown=always")
 	}
 	m.log.WithFields(logrus.Fields{"holder": holder, "grace": m.cfg.HandoverGrace}).
 		Info("terminating: serving E until a successor takes it over or the grace expires")
@@ -28,45 +37,23 @@ func (m *Manager) beginTermination() {
 // server is within its linger time (I5).
 func (m *Manager) mayExit() bool {
 	now := time.Now()
-	handedOver := m.e == nil || !m.e.owned()
-	deregistered := m.cur != nil && m.cur.deregistered
-	if !handedOver && !deregistered && now.Before(m.deadline) {
+	cur := m.generations.current
+	deregistered := cur != nil && cur.deregistered
+	if !m.endpoints.handedOver() && !deregistered && now.Before(m.sigterm.graceEnds) {
 		return false
 	}
-	for _, gen := range m.gens {
-		if gen.reg != nil && !gen.reg.stopped && now.Before(gen.reg.lingerUntil(m.t.linger)) {
-			return false
-		}
-	}
-	return true
+	return !m.generations.lingering(now, m.timings.linger)
 }
 
 // shutdown closes every listener without unlinking anything (I7): E and the
 // registration socket stay, so kubelet keeps the driver registered at E for
 // the next process, and the successor retires the socket.
 func (m *Manager) shutdown() {
-	handedOver := m.e == nil || !m.e.owned()
-	for _, s := range []*servedSocket{m.e, m.c} {
-		if s != nil {
-			s.close()
-		}
-	}
-	for _, o := range m.orphans {
-		o.s.close()
-	}
-	m.orphans = nil
-	for _, gen := range m.gens {
-		if gen.reg != nil {
-			gen.reg.stop()
-		}
-	}
+	handedOver := m.endpoints.handedOver()
+	m.endpoints.closeAll()
+	m.generations.stopServers()
 	m.retirer.wait()
-	for _, gen := range m.gens {
-		if gen.alive != nil {
-			gen.alive.Close()
-			gen.alive = nil
-		}
-	}
-	m.updateReady(false)
+	m.generations.releaseLocks()
+	m.published.ready.Store(false)
 	m.log.WithField("handedOver", handedOver).Info("registration stopped; listeners closed, nothing unlinked")
 }

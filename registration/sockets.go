@@ -48,8 +48,12 @@ func listenSocket(path string) (*servedSocket, error) {
 	return &servedSocket{path: path, lis: lis, id: id}, nil
 }
 
-// owned reports whether s.path still names the file this process bound.
+// owned reports whether s.path still names the file this process bound;
+// never for no socket (nil).
 func (s *servedSocket) owned() bool {
+	if s == nil {
+		return false
+	}
 	id, err := statID(s.path)
 	return err == nil && id == s.id
 }

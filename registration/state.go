@@ -2,44 +2,67 @@ package registration
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
 )
 
-// The process's own view of its registration role.
+// role is this process's state in the protocol. reconcile decides from the
+// lease which one applies; the transitions are:
+//
+//	acquiring     no generation yet. Acquire → starting.
+//	starting      holder of generation G, registration pending.
+//	              Notify(true) → registered (Acquire step 6); Notify(false):
+//	              retire G and Acquire again after a backoff (step 7).
+//	registered    holder, kubelet accepted G. When kubelet may have dropped
+//	              the driver, the Watchdog Acquires a new G → starting.
+//	standby       the lease names a newer generation ("Superseded"). The
+//	              holder's lock is free: Acquire (takeover) → starting.
+//	uninstalling  the lease is marked uninstalling ("Uninstall"): G is
+//	              deregistered and nothing re-registers; a newer process that
+//	              clears the mark makes this one a standby.
+//
+// A missing or damaged lease is repaired (repairLease). SIGTERM is not a
+// role: in any role the process stops taking over, keeps serving E until a
+// successor has it or the grace expires, and exits ("SIGTERM").
+type role string
+
 const (
-	roleAcquiring    = "acquiring"    // no generation yet
-	roleStarting     = "starting"     // holder, registration pending
-	roleRegistered   = "registered"   // holder, kubelet accepted our generation
-	roleStandby      = "standby"      // superseded by a newer generation
-	roleUninstalling = "uninstalling" // holder, deregistered on request
+	roleAcquiring    role = "acquiring"    // no generation yet
+	roleStarting     role = "starting"     // holder, registration pending
+	roleRegistered   role = "registered"   // holder, kubelet accepted our generation
+	roleStandby      role = "standby"      // superseded by a newer generation
+	roleUninstalling role = "uninstalling" // holder, deregistered on request
 )
 
-var allRoles = []string{roleAcquiring, roleStarting, roleRegistered, roleStandby, roleUninstalling}
+var allRoles = []role{roleAcquiring, roleStarting, roleRegistered, roleStandby, roleUninstalling}
 
-func (m *Manager) setRole(role string) {
-	if old := m.currentRole(); old != role {
-		m.log.WithFields(logrus.Fields{"from": old, "to": role}).Info("registration role changed")
-	}
-	m.role.Store(role)
-	setRoleMetric(role)
+// published is the part of the state that other goroutines read: the role
+// (metrics), readiness (/readyz) and the newest generation.
+type published struct {
+	role       atomic.Value  // role
+	ready      atomic.Bool   // the registered holder, or a standby while a holder lives
+	generation atomic.Uint64 // this process's newest generation; 0: none yet
 }
 
-func (m *Manager) currentRole() string {
-	r, _ := m.role.Load().(string)
+func (m *Manager) setRole(r role) {
+	if old := m.currentRole(); old != r {
+		m.log.WithFields(logrus.Fields{"from": old, "to": r}).Info("registration role changed")
+	}
+	m.published.role.Store(r)
+	setRoleMetric(r)
+}
+
+func (m *Manager) currentRole() role {
+	r, _ := m.published.role.Load().(role)
 	return r
 }
 
-func (m *Manager) updateReady(v bool) { m.ready.Store(v) }
-
 // isHolder reports whether the lease names this process's newest generation.
 func (m *Manager) isHolder() bool {
-	if m.cur == nil {
-		return false
-	}
-	l, err := readLease(m.lay.leasePath())
-	return err == nil && l != nil && l.Generation == m.cur.g
+	cur := m.generations.current
+	return cur != nil && m.paths.leaseNames(cur.g)
 }
 
 // reconcile compares this process's generations with the lease and acts:
@@ -48,43 +71,54 @@ func (m *Manager) isHolder() bool {
 func (m *Manager) reconcile(full bool) {
 	now := time.Now()
 	if full {
-		m.lastCheck = now
+		m.watch.lastCheck = now
 	}
-	defer m.reapOrphans(now)
-	if m.cur == nil {
-		m.updateReady(false)
+	defer m.endpoints.reapOrphans(now, m.timings.drainDelay)
+	cur := m.generations.current
+	if cur == nil {
+		m.published.ready.Store(false)
 		return
 	}
-	lease, err := readLease(m.lay.leasePath())
+	lease, err := readLease(m.paths.leasePath())
 	if err != nil && !errors.Is(err, errCorruptLease) {
 		m.logOnce(err, "cannot read the node lease")
 		return
 	}
 	switch {
-	case lease != nil && lease.Phase == PhaseUninstalling && lease.Generation <= m.cur.g:
+	case lease != nil && lease.Phase == PhaseUninstalling && lease.Generation <= cur.g:
 		m.uninstall()
-	case lease != nil && lease.Generation == m.cur.g:
+	case lease != nil && lease.Generation == cur.g:
 		m.asHolder(full)
-	case lease == nil || lease.Generation < m.cur.g:
+	case lease == nil || lease.Generation < cur.g:
 		m.repairLease(err)
 	default:
 		m.asStandby(lease)
 	}
-	m.reapGenerations(lease, now)
+	m.generations.reap(lease, now, m.timings.linger)
 }
 
+// asHolder keeps the role in step with the current generation's
+// registration and, on a full check, runs the watchdog.
 func (m *Manager) asHolder(full bool) {
-	if m.cur.deregistered {
-		m.updateReady(false)
+	cur := m.generations.current
+	if cur.deregistered {
+		m.published.ready.Store(false)
 		return
 	}
-	if m.cur.registered {
+	if cur.registered {
 		m.setRole(roleRegistered)
 	} else {
 		m.setRole(roleStarting)
 	}
-	m.updateReady(m.cur.registered)
+	m.published.ready.Store(cur.registered)
 	if full {
 		m.watchdog()
 	}
+}
+
+// cancelTimers drops a scheduled retry and the watchdog's scheduled second
+// registration: they are the holder's, and this process no longer is one.
+func (m *Manager) cancelTimers() {
+	m.retry.cancel()
+	m.watch.confirmAt = time.Time{}
 }

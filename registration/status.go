@@ -43,7 +43,7 @@ const (
 	SocketCSIEndpoint    = "csi-endpoint"        // csi.sock (--csi_endpoint)
 	SocketRegistration   = "registration"        // <driver>-g<G>-reg.sock
 	SocketLegacy         = "legacy-registration" // node-driver-registrar's <driver>-reg.sock
-	SocketStaging        = "staging"             // a registration socket before its rename (step 5)
+	SocketStaging        = "staging"             // a registration socket before its rename (Acquire step 5)
 	SocketRetired        = "retired"             // renamed away, unlinked shortly
 	SocketTemporary      = "temporary"           // bound, about to be renamed onto E or csi.sock
 	SocketForeign        = "other"               // carries the driver name, not ours
@@ -60,7 +60,7 @@ type SocketStatus struct {
 }
 
 // Status reads the lease, the generations and the sockets of driver in
-// pluginDir and regDir. It changes nothing; liveness is probed with a
+// pluginDir and regDir. It changes nothing; liveness is checked with a
 // momentary shared lock and a connect, neither of which kubelet notices.
 func Status(pluginDir, regDir, driver string) (*NodeStatus, error) {
 	lay := newLayout(driver, "/", pluginDir, regDir, "")

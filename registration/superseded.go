@@ -1,10 +1,6 @@
 package registration
 
-import (
-	"time"
-
-	"github.com/sirupsen/logrus"
-)
+import "github.com/sirupsen/logrus"
 
 // asStandby is "Superseded": a newer generation holds the lease. This
 // process stops taking new work (E is no longer its own, so new connections
@@ -13,24 +9,19 @@ import (
 func (m *Manager) asStandby(lease *Lease) {
 	if m.currentRole() != roleStandby {
 		m.log.WithFields(logrus.Fields{
-			"generation": m.cur.g, "holder": lease.Generation, "holderPod": lease.Holder.Pod,
+			"generation": m.generations.current.g, "holder": lease.Generation, "holderPod": lease.Holder.Pod,
 		}).Info("superseded by a newer generation; standing by")
 		m.setRole(roleStandby)
-		m.retryAt, m.confirmAt = time.Time{}, time.Time{}
+		m.cancelTimers()
 	}
-	for _, slot := range []**servedSocket{&m.e, &m.c} {
-		if s := *slot; s != nil && !s.owned() {
-			m.orphan(s)
-			*slot = nil
-		}
-	}
-	alive, err := isLocked(m.lay.alivePath(lease.Generation))
+	m.endpoints.orphanLost()
+	alive, err := isLocked(m.paths.alivePath(lease.Generation))
 	if err != nil {
 		m.logOnce(err, "cannot probe the holder's lock")
 		return
 	}
-	m.updateReady(alive)
-	if alive || m.terminating || lease.Phase == PhaseUninstalling || !m.retryAt.IsZero() {
+	m.published.ready.Store(alive)
+	if alive || m.sigterm.received || lease.Phase == PhaseUninstalling || m.retry.pending() {
 		return
 	}
 	m.log.WithFields(logrus.Fields{"holder": lease.Generation, "holderPod": lease.Holder.Pod}).

@@ -17,12 +17,12 @@ import (
 // socket so kubelet deregisters the driver and removes its CSINode entry,
 // and stop re-registering.
 func (m *Manager) uninstall() {
-	m.retryAt, m.confirmAt = time.Time{}, time.Time{}
-	if !m.cur.deregistered {
-		m.deregister(m.cur, "the node is being uninstalled (ontap-csi deregister)")
+	m.cancelTimers()
+	if cur := m.generations.current; !cur.deregistered {
+		m.deregister(cur, "the node is being uninstalled (ontap-csi deregister)")
 	}
 	m.setRole(roleUninstalling)
-	m.updateReady(false)
+	m.published.ready.Store(false)
 }
 
 // deregister unlinks gen's registration socket: I2's one exception, an
@@ -58,8 +58,8 @@ type DeregisterResult struct {
 	Retired []string `json:"retired,omitempty"`
 }
 
-// Deregister is the uninstall path (registration.md §5 "Uninstall"): mark
-// the lease uninstalling, so the holder removes its registration socket
+// Deregister is `ontap-csi deregister`, the uninstall path ("Uninstall"):
+// mark the lease uninstalling, so the holder removes its registration socket
 // (kubelet then deregisters the driver and removes its CSINode entry) and
 // nothing re-registers until a new process starts. If no live holder does
 // so before ctx ends, Deregister removes the registration sockets itself.

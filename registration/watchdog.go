@@ -7,11 +7,28 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// watchdog is the holder's periodic check (registration.md §5 "Watchdog").
+// watchdogState is what the holder's watchdog keeps between checks.
+type watchdogState struct {
+	lastCheck time.Time     // the last full check, once every timings.watchdog
+	lastGC    time.Time     // the last garbage collection
+	confirmAt time.Time     // when to register once more (reregisterAfterFileEvent); zero: not scheduled
+	csinode   *csinodeWatch // this node's CSINode; nil without API access
+}
+
+// confirmDue reports, once, that the scheduled second registration is due.
+func (w *watchdogState) confirmDue(now time.Time) bool {
+	if w.confirmAt.IsZero() || now.Before(w.confirmAt) {
+		return false
+	}
+	w.confirmAt = time.Time{}
+	return true
+}
+
+// watchdog is the holder's periodic check ("Watchdog").
 // REG_DIR events trigger the same checks at once (onRegDirEvent).
 func (m *Manager) watchdog() {
-	m.checkEndpoints()
-	cur := m.cur
+	m.rebindLostEndpoints()
+	cur := m.generations.current
 	if cur.reg != nil && !cur.retired && !cur.reg.sock.owned() {
 		// Deleted or replaced: kubelet has deregistered the driver (K4) or
 		// is about to.
@@ -22,26 +39,27 @@ func (m *Manager) watchdog() {
 		m.sweepRegDir()
 		m.checkCSINode()
 	}
-	if time.Since(m.lastGC) >= m.t.gcEvery {
+	if time.Since(m.watch.lastGC) >= m.timings.gcEvery {
 		m.collectGarbage()
 	}
 }
 
-// onRegDirEvent is the holder's watchdog on REG_DIR events.
+// onRegDirEvent is the holder's watchdog on REG_DIR events ("Watchdog":
+// registration socket, other sockets; "Legacy registrar socket").
 func (m *Manager) onRegDirEvent(name string, op fsnotify.Op) {
 	if !op.Has(fsnotify.Create) && !op.Has(fsnotify.Remove) {
 		return // K1: kubelet ignores everything else, and so do we
 	}
-	if !m.lay.mayCarryDriver(name) || m.cur == nil || m.cur.deregistered {
+	cur := m.generations.current
+	if !m.paths.mayCarryDriver(name) || cur == nil || cur.deregistered {
 		return
 	}
-	lease, err := readLease(m.lay.leasePath())
-	if err != nil || lease == nil || lease.Generation != m.cur.g || lease.Phase == PhaseUninstalling {
+	lease, err := readLease(m.paths.leasePath())
+	if err != nil || lease == nil || lease.Generation != cur.g || lease.Phase == PhaseUninstalling {
 		return // not the holder: the holder's watchdog acts
 	}
-	cur := m.cur
 	own := cur.reg != nil && name == cur.reg.name
-	kind, g := m.lay.parseRegName(name)
+	kind, g := m.paths.parseRegName(name)
 	successor := kind == kindGeneration && g > cur.g
 	switch {
 	case successor:
@@ -65,7 +83,7 @@ func (m *Manager) onRegDirEvent(name string, op fsnotify.Op) {
 		// would make kubelet unregister the driver by name (K4, S8o). It is
 		// no one's only registration: ours outranks it (K3, I4), and while
 		// the API server is down it would fail like ours (K5).
-		if op.Has(fsnotify.Create) && kind == kindLegacy && !m.terminating && isSocket(filepath.Join(m.lay.regDir, name)) {
+		if op.Has(fsnotify.Create) && kind == kindLegacy && !m.sigterm.received && isSocket(filepath.Join(m.paths.regDir, name)) {
 			m.retireByName(name, g)
 		}
 		// A pre-existing legacy socket is left alone: it may be the only
@@ -73,14 +91,14 @@ func (m *Manager) onRegDirEvent(name string, op fsnotify.Op) {
 		// holds (a retired legacy socket stays in kubelet's state) makes
 		// kubelet unregister that path, by name, in its next reconcile
 		// (reference §5d); so register once more after that reconcile.
-		if kind != kindGeneration && m.confirmAt.IsZero() {
-			m.confirmAt = time.Now().Add(m.t.confirmAfter)
+		if kind != kindGeneration && m.watch.confirmAt.IsZero() {
+			m.watch.confirmAt = time.Now().Add(m.timings.confirmAfter)
 		}
 	default:
 		// Registered: retire it at once, so that its owner's unlink (a
 		// legacy registrar's on SIGTERM) hits ENOENT and cannot deregister
 		// the driver. Our generation outranks it anyway (I4).
-		if kind != kindForeign && isSocket(filepath.Join(m.lay.regDir, name)) {
+		if kind != kindForeign && isSocket(filepath.Join(m.paths.regDir, name)) {
 			m.retireByName(name, g)
 		}
 		if kind != kindGeneration {
@@ -95,5 +113,5 @@ func (m *Manager) onRegDirEvent(name string, op fsnotify.Op) {
 // (reference §1.4), so register once more after that reconcile has passed.
 func (m *Manager) reregisterAfterFileEvent(reason string) {
 	m.reregister(reason)
-	m.confirmAt = time.Now().Add(m.t.confirmAfter)
+	m.watch.confirmAt = time.Now().Add(m.timings.confirmAfter)
 }
