@@ -78,25 +78,41 @@ func Status(pluginDir, regDir, driver string) (*NodeStatus, error) {
 		st.Lease = lease
 	}
 
-	gens := map[uint64]*GenerationStatus{}
-	genOf := func(g uint64) *GenerationStatus {
-		if gens[g] == nil {
-			gens[g] = &GenerationStatus{Generation: g}
-		}
-		return gens[g]
-	}
+	gens := generationTable{}
 	if lease != nil && lease.Generation != 0 {
-		genOf(lease.Generation).Holder = true
+		gens.of(lease.Generation).Holder = true
 	}
+	if err := st.scanPluginDir(lay, gens); err != nil {
+		return nil, err
+	}
+	st.scanRegDir(lay, gens)
+	if err := st.addGenerations(lay, gens); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
 
+// generationTable collects the generations found on disk.
+type generationTable map[uint64]*GenerationStatus
+
+func (t generationTable) of(g uint64) *GenerationStatus {
+	if t[g] == nil {
+		t[g] = &GenerationStatus{Generation: g}
+	}
+	return t[g]
+}
+
+// scanPluginDir reports the sockets in PLUGIN_DIR, and notes the
+// generation of every g<G>.alive.
+func (st *NodeStatus) scanPluginDir(lay layout, gens generationTable) error {
 	ents, err := os.ReadDir(lay.pluginDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, e := range ents {
 		name, p := e.Name(), filepath.Join(lay.pluginDir, e.Name())
 		if g, ok := parseAliveName(name); ok {
-			genOf(g)
+			gens.of(g)
 			continue
 		}
 		if e.Type()&fs.ModeSocket == 0 {
@@ -113,8 +129,15 @@ func Status(pluginDir, regDir, driver string) (*NodeStatus, error) {
 		}
 		st.Sockets = append(st.Sockets, SocketStatus{Path: p, Role: role, Listening: isListening(p)})
 	}
+	return nil
+}
 
-	if ents, err = os.ReadDir(lay.regDir); err != nil {
+// scanRegDir reports this driver's sockets in REG_DIR, and notes each
+// generation's registration socket. A REG_DIR that cannot be read is
+// reported in RegistrationError.
+func (st *NodeStatus) scanRegDir(lay layout, gens generationTable) {
+	ents, err := os.ReadDir(lay.regDir)
+	if err != nil {
 		st.RegistrationError = fmt.Sprintf("%v (kubelet's plugins_registry: check --kubelet-dir against kubelet's --root-dir; inside a pod that mounts the host at /host, pass --host-root /host)", err)
 	}
 	for _, e := range ents {
@@ -123,37 +146,50 @@ func Status(pluginDir, regDir, driver string) (*NodeStatus, error) {
 			continue
 		}
 		s := SocketStatus{Path: p}
-		switch rest, retired := strings.CutPrefix(name, retiredPrefix); {
-		case retired:
-			if k, g := lay.parseRegName(rest); k != kindForeign {
-				s.Role, s.Generation = SocketRetired, g
-			}
-		case strings.HasPrefix(name, "."):
-			if g, ok := lay.generationOfRegFile(name); ok {
-				s.Role, s.Generation = SocketStaging, g
-			}
-		default:
-			switch k, g := lay.parseRegName(name); {
-			case k == kindGeneration:
-				s.Role, s.Generation = SocketRegistration, g
-				genOf(g).RegistrationSocket = p
-			case k == kindLegacy:
-				s.Role = SocketLegacy
-			case strings.Contains(name, driver):
-				s.Role = SocketForeign
-			}
-		}
+		s.Role, s.Generation = lay.regSocketRole(name)
 		if s.Role == "" {
 			continue // another driver's
+		}
+		if s.Role == SocketRegistration {
+			gens.of(s.Generation).RegistrationSocket = p
 		}
 		s.Listening = isListening(p)
 		st.Sockets = append(st.Sockets, s)
 	}
+}
 
+// regSocketRole classifies a socket in REG_DIR; the role is "" for another
+// driver's.
+func (l layout) regSocketRole(name string) (string, uint64) {
+	switch rest, retired := strings.CutPrefix(name, retiredPrefix); {
+	case retired:
+		if k, g := l.parseRegName(rest); k != kindForeign {
+			return SocketRetired, g
+		}
+	case strings.HasPrefix(name, "."):
+		if g, ok := l.generationOfRegFile(name); ok {
+			return SocketStaging, g
+		}
+	default:
+		switch k, g := l.parseRegName(name); {
+		case k == kindGeneration:
+			return SocketRegistration, g
+		case k == kindLegacy:
+			return SocketLegacy, 0
+		case strings.Contains(name, l.driver):
+			return SocketForeign, 0
+		}
+	}
+	return "", 0
+}
+
+// addGenerations reports every generation found, and whether its process
+// is alive, in order.
+func (st *NodeStatus) addGenerations(lay layout, gens generationTable) error {
 	for g, gs := range gens {
 		alive, err := isLocked(lay.alivePath(g))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		gs.Alive = alive
 		if gs.Holder {
@@ -162,7 +198,7 @@ func Status(pluginDir, regDir, driver string) (*NodeStatus, error) {
 		st.Generations = append(st.Generations, *gs)
 	}
 	slices.SortFunc(st.Generations, func(a, b GenerationStatus) int { return compareUint(a.Generation, b.Generation) })
-	return st, nil
+	return nil
 }
 
 func compareUint(a, b uint64) int {

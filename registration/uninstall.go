@@ -73,9 +73,29 @@ func Deregister(ctx context.Context, pluginDir, regDir, driver string) (*Deregis
 	}
 	log := logrus.WithFields(logrus.Fields{"component": "registration", "driver": driver})
 
-	var lease *Lease
-	var own string // the holder's registration socket, if on disk before the mark
-	err := lay.withHandoverLock(func() error {
+	lease, own, err := markUninstalling(lay)
+	if err != nil {
+		return nil, err
+	}
+	res := &DeregisterResult{Generation: lease.Generation, HolderPod: lease.Holder.Pod}
+	if res.HolderAlive, err = isLocked(lay.alivePath(lease.Generation)); err != nil {
+		return nil, err
+	}
+
+	// Wait for the holder to remove its socket.
+	if res.HolderAlive && own != "" {
+		res.ByHolder = waitGone(ctx, own, lay.alivePath(lease.Generation))
+	}
+	if err := removeRegistrationSockets(lay, res, log); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// markUninstalling marks the lease uninstalling, under handover.lock. own is
+// the holder's registration socket if it was on disk before the mark.
+func markUninstalling(lay layout) (lease *Lease, own string, err error) {
+	err = lay.withHandoverLock(func() error {
 		l, err := readLease(lay.leasePath())
 		if err != nil && !errors.Is(err, errCorruptLease) {
 			return err
@@ -98,23 +118,17 @@ func Deregister(ctx context.Context, pluginDir, regDir, driver string) (*Deregis
 		lease = l
 		return writeLease(lay.leasePath(), l)
 	})
-	if err != nil {
-		return nil, err
-	}
-	res := &DeregisterResult{Generation: lease.Generation, HolderPod: lease.Holder.Pod}
-	if res.HolderAlive, err = isLocked(lay.alivePath(lease.Generation)); err != nil {
-		return nil, err
-	}
+	return lease, own, err
+}
 
-	// Wait for the holder to remove its socket.
-	if res.HolderAlive && own != "" {
-		res.ByHolder = waitGone(ctx, own, lay.alivePath(lease.Generation))
-	}
-
+// removeRegistrationSockets removes this driver's registration sockets
+// from REG_DIR and records them in res: retired if the holder has already
+// deregistered (res.ByHolder), else unlinked.
+func removeRegistrationSockets(lay layout, res *DeregisterResult, log *logrus.Entry) error {
 	rt := &retirer{delay: defaultTimings.retireDelay, log: log}
 	ents, err := os.ReadDir(lay.regDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, e := range ents {
 		name, p := e.Name(), filepath.Join(lay.regDir, e.Name())
@@ -128,7 +142,7 @@ func Deregister(ctx context.Context, pluginDir, regDir, driver string) (*Deregis
 			// Kubelet has already dropped the driver; a rename away makes
 			// no second deregistration (K1).
 			if ok, err := rt.retire(lay.regDir, name); err != nil {
-				return nil, err
+				return err
 			} else if ok {
 				res.Retired = append(res.Retired, p)
 			}
@@ -137,13 +151,13 @@ func Deregister(ctx context.Context, pluginDir, regDir, driver string) (*Deregis
 		// No live holder did it: this is the explicit deregistration, I2's
 		// one exception. Kubelet deregisters for any of these it holds (K4).
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
+			return err
 		}
 		log.WithField("socket", p).Info("removed registration socket")
 		res.Unlinked = append(res.Unlinked, p)
 	}
 	rt.wait()
-	return res, nil
+	return nil
 }
 
 // waitGone waits until path is gone (true), or its holder's lock at alive is
