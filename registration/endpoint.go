@@ -43,8 +43,8 @@ type orphan struct {
 	since time.Time
 }
 
-// serveOnTempSockets is Acquire step 1: serve CSI on temp sockets in
-// PLUGIN_DIR unless this process still owns E and csi.sock, and check
+// serveOnTempSockets is Acquire step 1: serve CSI on temp sockets next to
+// E and csi.sock unless this process still owns them, and check
 // NodeGetInfo through E's socket (I6). Nothing is exposed yet.
 func (m *Manager) serveOnTempSockets() (socketPair, NodeInfo, error) {
 	var fresh socketPair

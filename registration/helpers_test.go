@@ -207,7 +207,7 @@ func (p *plugin) wait(t testing.TB) error {
 // generation is the plugin's newest generation.
 func (p *plugin) generation() uint64 { return p.m.published.generation.Load() }
 
-func (p *plugin) role() role { return p.m.currentRole() }
+func (p *plugin) role() role { return p.m.published.currentRole() }
 
 // waitRole waits until the plugin is in role r.
 func (p *plugin) waitRole(t testing.TB, r role) {

@@ -249,7 +249,7 @@ func (m *Manager) onTick() {
 	if reason, due := m.retry.due(now); due {
 		// A standby's retry is a takeover; reconcile below retries it only
 		// if the holder is still dead.
-		if m.currentRole() != roleStandby && (!m.sigterm.received || m.isHolder()) {
+		if m.published.currentRole() != roleStandby && (!m.sigterm.received || m.isHolder()) {
 			m.tryAcquire(reason)
 		}
 	}

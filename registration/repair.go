@@ -7,7 +7,7 @@ package registration
 // a dead holder.
 func (m *Manager) repairLease(cause error) {
 	cur := m.generations.current
-	if m.currentRole() == roleStandby {
+	if m.published.currentRole() == roleStandby {
 		live, err := m.paths.liveGenerations()
 		if err != nil {
 			m.logOnce(err, "cannot list live generations")

@@ -46,17 +46,19 @@ type published struct {
 	generation atomic.Uint64 // this process's newest generation; 0: none yet
 }
 
+func (p *published) currentRole() role {
+	r, _ := p.role.Load().(role)
+	return r
+}
+
+// setRole moves this process to role r; a transition is logged, and the
+// role is published for /metrics.
 func (m *Manager) setRole(r role) {
-	if old := m.currentRole(); old != r {
+	if old := m.published.currentRole(); old != r {
 		m.log.WithFields(logrus.Fields{"from": old, "to": r}).Info("registration role changed")
 	}
 	m.published.role.Store(r)
 	setRoleMetric(r)
-}
-
-func (m *Manager) currentRole() role {
-	r, _ := m.published.role.Load().(role)
-	return r
 }
 
 // isHolder reports whether the lease names this process's newest generation.

@@ -7,7 +7,7 @@ import "github.com/sirupsen/logrus"
 // reach the holder), finishes calls in flight, and takes over if the
 // holder's g<G>.alive lock becomes free while it is not terminating.
 func (m *Manager) asStandby(lease *Lease) {
-	if m.currentRole() != roleStandby {
+	if m.published.currentRole() != roleStandby {
 		m.log.WithFields(logrus.Fields{
 			"generation": m.generations.current.g, "holder": lease.Generation, "holderPod": lease.Holder.Pod,
 		}).Info("superseded by a newer generation; standing by")
