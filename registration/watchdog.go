@@ -11,7 +11,7 @@ import (
 type watchdogState struct {
 	lastCheck time.Time     // the last full check, once every timings.watchdog
 	lastGC    time.Time     // the last garbage collection
-	confirmAt time.Time     // when to register once more (reregisterAfterFileEvent); zero: not scheduled
+	confirmAt time.Time     // register once more after kubelet's next reconcile (K2); zero: not scheduled
 	csinode   *csinodeWatch // this node's CSINode; nil without API access
 }
 
