@@ -275,10 +275,10 @@ func (k *fakeKubelet) waitRegistered(t testing.TB, above uint64) *kubeletDriver 
 	return d
 }
 
-// servedProbe calls NodeGetInfo through kubelet's registered endpoint every
+// servedSampler calls NodeGetInfo through kubelet's registered endpoint every
 // 10 ms, as kubelet would for volume calls, and counts the calls that fail
 // after the first success.
-type servedProbe struct {
+type servedSampler struct {
 	mu       sync.Mutex
 	ok, fail int
 	lastErr  error
@@ -287,8 +287,8 @@ type servedProbe struct {
 	once     sync.Once
 }
 
-func probeServed(t *testing.T, k *fakeKubelet) *servedProbe {
-	p := &servedProbe{stop: make(chan struct{}), done: make(chan struct{})}
+func sampleServed(t *testing.T, k *fakeKubelet) *servedSampler {
+	p := &servedSampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		tick := time.NewTicker(10 * time.Millisecond)
@@ -321,15 +321,15 @@ func probeServed(t *testing.T, k *fakeKubelet) *servedProbe {
 	return p
 }
 
-func (p *servedProbe) end() {
+func (p *servedSampler) end() {
 	p.once.Do(func() {
 		close(p.stop)
 		<-p.done
 	})
 }
 
-// result ends the probe and returns its counts.
-func (p *servedProbe) result() (ok, fail int, lastErr error) {
+// result ends the sampling and returns its counts.
+func (p *servedSampler) result() (ok, fail int, lastErr error) {
 	p.end()
 	p.mu.Lock()
 	defer p.mu.Unlock()
