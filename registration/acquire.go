@@ -2,7 +2,6 @@ package registration
 
 import (
 	"errors"
-	"os"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -64,8 +63,8 @@ func (m *Manager) allocateAndTakeOver(fresh *socketPair, info NodeInfo, holding 
 			return err
 		}
 		if err := m.takeOver(fresh); err != nil {
-			a.alive.Close()
-			os.Remove(m.paths.alivePath(a.g))
+			a.alive.Remove()
+			a.alive.Release()
 			return err
 		}
 		return nil

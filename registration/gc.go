@@ -7,8 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
+
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 )
 
 // staleAfter is how old a leftover must be before garbage collection takes
@@ -70,7 +71,7 @@ func (l layout) collectGarbage(own uint64, log *logrus.Entry) {
 			continue
 		}
 		if g, ok := l.generationOfRegFile(name); ok && g != own && stale(p) {
-			if alive, err := isLocked(l.alivePath(g)); err == nil && !alive {
+			if alive, err := filelock.Locked(l.alivePath(g)); err == nil && !alive {
 				remove(p, "staging registration socket of a dead generation")
 			}
 		}
@@ -81,15 +82,12 @@ func (l layout) collectGarbage(own uint64, log *logrus.Entry) {
 // unlinks while holding the lock, so no process can be locking the file at
 // that moment.
 func removeIfUnlocked(path string, log *logrus.Entry) {
-	f, err := os.Open(path)
+	lock, err := filelock.TryAcquire(path, filelock.Exclusive)
 	if err != nil {
-		return
+		return // alive, gone, or checked by `ontap-csi status` right now
 	}
-	defer f.Close()
-	if err := flock(f, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return // alive, or checked by `ontap-csi status` right now
-	}
-	if err := os.Remove(path); err == nil {
+	defer lock.Release()
+	if err := lock.Remove(); err == nil {
 		log.WithField("path", path).Debug("removed lock of a dead generation")
 	}
 }

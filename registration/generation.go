@@ -1,18 +1,21 @@
 package registration
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
 )
 
 // generation is one generation this process allocated.
 type generation struct {
 	g            uint64
 	info         NodeInfo
-	alive        *os.File // flock on g<G>.alive; nil once released
+	alive        *filelock.Lock // flock on g<G>.alive; nil once released
 	reg          *regServer
 	registered   bool
 	retired      bool // its socket was renamed away or unlinked by this process
@@ -30,7 +33,7 @@ type generations struct {
 // its newest generation stands for it, so the previous one's is released.
 func (gs *generations) add(gen *generation) {
 	if prev := gs.current; prev != nil && prev.alive != nil {
-		prev.alive.Close()
+		prev.alive.Release()
 		prev.alive = nil
 	}
 	gs.current = gen
@@ -98,7 +101,7 @@ func (gs *generations) stopServers() {
 func (gs *generations) releaseLocks() {
 	for _, gen := range gs.all {
 		if gen.alive != nil {
-			gen.alive.Close()
+			gen.alive.Release()
 			gen.alive = nil
 		}
 	}
@@ -128,8 +131,8 @@ func nextGeneration(prev *Lease, onDisk uint64, now time.Time, floor uint64) uin
 // allocation is the outcome of Acquire step 2.
 type allocation struct {
 	g     uint64
-	alive *os.File // exclusive flock on g<G>.alive, held for the generation's life
-	prev  *Lease   // the lease before this allocation (nil if none or corrupt)
+	alive *filelock.Lock // exclusive flock on g<G>.alive, held for the generation's life
+	prev  *Lease         // the lease before this allocation (nil if none or corrupt)
 	// prevErr is set when the previous lease.json was unreadable.
 	prevErr error
 	// prevAlive reports whether prev's generation was alive when replaced.
@@ -155,18 +158,18 @@ func (l layout) allocateGeneration(newLease func(g uint64) *Lease, floor, holdin
 	a := &allocation{prev: prev, prevErr: prevErr}
 	a.g = nextGeneration(prev, onDisk, time.Now(), floor)
 	if prev != nil {
-		if a.prevAlive, err = isLocked(l.alivePath(prev.Generation)); err != nil {
+		if a.prevAlive, err = filelock.Locked(l.alivePath(prev.Generation)); err != nil {
 			return nil, err
 		}
 	}
 	// G is fresh, so nobody else locks this file; the momentary shared lock
 	// of `ontap-csi status` only delays us.
-	if a.alive, err = lockFile(l.alivePath(a.g)); err != nil {
+	if a.alive, err = filelock.Acquire(context.Background(), l.alivePath(a.g), filelock.Exclusive, 0o644); err != nil {
 		return nil, err
 	}
 	if err := writeLease(l.leasePath(), newLease(a.g)); err != nil {
-		a.alive.Close()
-		os.Remove(l.alivePath(a.g))
+		a.alive.Remove()
+		a.alive.Release()
 		return nil, err
 	}
 	return a, nil
@@ -208,7 +211,7 @@ func (l layout) liveGenerations() ([]uint64, error) {
 		if !ok {
 			continue
 		}
-		held, err := isLocked(filepath.Join(l.pluginDir, e.Name()))
+		held, err := filelock.Locked(filepath.Join(l.pluginDir, e.Name()))
 		if err != nil {
 			return nil, err
 		}

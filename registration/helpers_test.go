@@ -277,7 +277,7 @@ func helperAllocate() error {
 				prev = a.prev.Generation
 			}
 			fmt.Fprintf(out, "%d %d\n", prev, a.g)
-			a.alive.Close()
+			a.alive.Release()
 			return nil
 		})
 		if err != nil {

@@ -2,6 +2,7 @@ package registration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
 )
 
 // Phase is the lease's phase ("Files on the node": lease.json).
@@ -151,11 +154,11 @@ func syncDir(dir string) error {
 // serializes every state transition of every process on the node. Critical
 // sections are a few file operations long.
 func (l layout) withHandoverLock(fn func() error) error {
-	f, err := lockFile(l.handoverLockPath())
+	lock, err := filelock.Acquire(context.Background(), l.handoverLockPath(), filelock.Exclusive, 0o644)
 	if err != nil {
 		return fmt.Errorf("handover lock: %w", err)
 	}
-	defer f.Close()
+	defer lock.Release()
 	return fn()
 }
 

@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
 )
 
 func (n *testNode) endpoint() string { return filepath.Join(n.pluginDir, EndpointName) }
@@ -407,7 +409,7 @@ func TestReregistrationYieldsToSuccessor(t *testing.T) {
 	var b *allocation
 	select {
 	case b = <-successor:
-		defer b.alive.Close() // the successor stays alive
+		defer b.alive.Release() // the successor stays alive
 	case <-time.After(10 * time.Second):
 		t.Fatal("the holder never checked NodeGetInfo for a re-registration")
 	}
@@ -818,7 +820,7 @@ func TestHolderRepairsDamagedLease(t *testing.T) {
 }
 
 func aliveHeld(t *testing.T, n *testNode, g uint64) bool {
-	held, err := isLocked(filepath.Join(n.pluginDir, aliveName(g)))
+	held, err := filelock.Locked(filepath.Join(n.pluginDir, aliveName(g)))
 	if err != nil {
 		t.Fatal(err)
 	}

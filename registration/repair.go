@@ -1,5 +1,11 @@
 package registration
 
+import (
+	"context"
+
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
+)
+
 // repairLease handles a lease that is missing, unreadable or older than
 // this process's generation: someone deleted or damaged it. The newest live
 // generation repairs it; the others wait for that. A holder rewrites it; a
@@ -33,14 +39,14 @@ func (m *Manager) repairLease(cause error) {
 		if len(live) > 0 && live[len(live)-1] > cur.g {
 			return nil
 		}
-		if cur.alive == nil || !sameFile(cur.alive, m.paths.alivePath(cur.g)) {
+		if cur.alive == nil || !cur.alive.Linked() {
 			// Our g<G>.alive went with the lease; lock a new one.
-			f, err := lockFile(m.paths.alivePath(cur.g))
+			f, err := filelock.Acquire(context.Background(), m.paths.alivePath(cur.g), filelock.Exclusive, 0o644)
 			if err != nil {
 				return err
 			}
 			if cur.alive != nil {
-				cur.alive.Close()
+				cur.alive.Release()
 			}
 			cur.alive = f
 		}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
 )
 
 // NodeStatus is the node's registration state as found on disk, for
@@ -187,7 +189,7 @@ func (l layout) regSocketRole(name string) (string, uint64) {
 // is alive, in order.
 func (st *NodeStatus) addGenerations(lay layout, gens generationTable) error {
 	for g, gs := range gens {
-		alive, err := isLocked(lay.alivePath(g))
+		alive, err := filelock.Locked(lay.alivePath(g))
 		if err != nil {
 			return err
 		}

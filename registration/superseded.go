@@ -1,6 +1,10 @@
 package registration
 
-import "github.com/sirupsen/logrus"
+import (
+	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
+)
 
 // asStandby is "Superseded": a newer generation holds the lease. This
 // process stops taking new work (E is no longer its own, so new connections
@@ -15,7 +19,7 @@ func (m *Manager) asStandby(lease *Lease) {
 		m.cancelTimers()
 	}
 	m.endpoints.orphanLost()
-	alive, err := isLocked(m.paths.alivePath(lease.Generation))
+	alive, err := filelock.Locked(m.paths.alivePath(lease.Generation))
 	if err != nil {
 		m.logOnce(err, "cannot probe the holder's lock")
 		return

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
+
 	"github.com/sirupsen/logrus"
 )
 
@@ -78,7 +80,7 @@ func Deregister(ctx context.Context, pluginDir, regDir, driver string) (*Deregis
 		return nil, err
 	}
 	res := &DeregisterResult{Generation: lease.Generation, HolderPod: lease.Holder.Pod}
-	if res.HolderAlive, err = isLocked(lay.alivePath(lease.Generation)); err != nil {
+	if res.HolderAlive, err = filelock.Locked(lay.alivePath(lease.Generation)); err != nil {
 		return nil, err
 	}
 
@@ -169,7 +171,7 @@ func waitGone(ctx context.Context, path, alive string) bool {
 		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
 			return true
 		}
-		if held, _ := isLocked(alive); !held {
+		if held, _ := filelock.Locked(alive); !held {
 			return false
 		}
 		select {
