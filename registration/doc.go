@@ -1,7 +1,7 @@
 // Package registration registers the node plugin with kubelet without a
 // node-driver-registrar sidecar, and hands the registration over between
 // node-plugin processes with no moment in which kubelet has the driver
-// unregistered. It implements the design in registration.md; K1..K10 and
+// unregistered. It implements the design in docs/design/registration.md; K1..K10 and
 // I1..I8 in comments refer to its kubelet facts and invariants.
 //
 // In short: every process that acquires the node lease gets a fresh

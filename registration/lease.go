@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Phase is the lease's phase (registration.md §4).
+// Phase is the lease's phase (docs/design/registration.md §4).
 type Phase string
 
 const (

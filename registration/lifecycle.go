@@ -372,7 +372,7 @@ func (m *Manager) onRegDirEvent(name string, op fsnotify.Op) {
 		// A newer generation's socket is its own business.
 	case own:
 		// Deleted, or replaced by a rename onto it: either way kubelet
-		// deregisters the driver (K4, reference §5d).
+		// deregisters the driver (K4, docs/design/registration.md §7.5d).
 		if !cur.retired && !cur.reg.sock.owned() {
 			m.reregisterAfterFileEvent(reasonSocketRemoved)
 		}
@@ -396,7 +396,7 @@ func (m *Manager) onRegDirEvent(name string, op fsnotify.Op) {
 		// registration kubelet has. But a Create on a path kubelet still
 		// holds (a retired legacy socket stays in kubelet's state) makes
 		// kubelet unregister that path, by name, in its next reconcile
-		// (reference §5d); so register once more after that reconcile.
+		// (docs/design/registration.md §7.5d); so register once more after that reconcile.
 		if kind != kindGeneration && m.confirmAt.IsZero() {
 			m.confirmAt = time.Now().Add(m.t.confirmAfter)
 		}

@@ -89,7 +89,7 @@ var defaultTimings = timings{
 }
 
 // Manager runs the node's side of the registration protocol
-// (registration.md §5) for one node-plugin process.
+// (docs/design/registration.md §5) for one node-plugin process.
 type Manager struct {
 	cfg     Config
 	lay     layout
@@ -371,13 +371,13 @@ func (m *Manager) reregister(reason string) {
 // reregisterAfterFileEvent is reregister for a REG_DIR event that makes
 // kubelet deregister the driver in its next reconcile (K2, K4). There the
 // deregistration and our new registration run concurrently, in either order
-// (reference §1.4), so register once more after that reconcile has passed.
+// (docs/design/registration.md §7.2), so register once more after that reconcile has passed.
 func (m *Manager) reregisterAfterFileEvent(reason string) {
 	m.reregister(reason)
 	m.confirmAt = time.Now().Add(m.t.confirmAfter)
 }
 
-// acquire is registration.md §5 "Acquire", steps 1–5. Steps 6 and 7 follow
+// acquire is docs/design/registration.md §5.1 "Acquire", steps 1–5. Steps 6 and 7 follow
 // kubelet's NotifyRegistrationStatus (onNotify).
 func (m *Manager) acquire(reason string) error {
 	// Step 1: serve CSI on temp sockets unless this process still owns E and
@@ -418,7 +418,7 @@ func (m *Manager) acquire(reason string) error {
 	// then take E. Holding handover.lock across the rename keeps E with the
 	// newest generation even when acquirers race.
 	//
-	// A re-registration is the holder's alone (§5 Watchdog), and a successor
+	// A re-registration is the holder's alone (docs/design/registration.md §5.8 Watchdog), and a successor
 	// may have taken the lease since the caller checked: a terminating
 	// holder reacting to the successor's registrar sidecar (S8o) would
 	// otherwise outrank the new pod, take E back and keep it until its

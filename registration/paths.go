@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// File names in PLUGIN_DIR and REG_DIR (registration.md §4).
+// File names in PLUGIN_DIR and REG_DIR (docs/design/registration.md §4).
 const (
 	// EndpointName is E, the one CSI endpoint kubelet is told about (I3). It is
 	// deliberately not csi.sock: a legacy Trident container may unlink

@@ -196,7 +196,7 @@ type DeregisterResult struct {
 	Retired []string `json:"retired,omitempty"`
 }
 
-// Deregister is the uninstall path (registration.md §5 "Uninstall"): mark
+// Deregister is the uninstall path (docs/design/registration.md §5.5 "Uninstall"): mark
 // the lease uninstalling, so the holder removes its registration socket
 // (kubelet then deregisters the driver and removes its CSINode entry) and
 // nothing re-registers until a new process starts. If no live holder does

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// watchdog is the holder's periodic check (registration.md §5 "Watchdog").
+// watchdog is the holder's periodic check (docs/design/registration.md §5.8 "Watchdog").
 // REG_DIR events trigger the same checks at once (onRegDirEvent).
 func (m *Manager) watchdog() {
 	m.checkEndpoints()

@@ -10,7 +10,7 @@ import (
 )
 
 // Class is the coarse kind of an ONTAP failure. It is decided once, here, from
-// the HTTP status and ONTAP's error code (ontap-rest.md §6), so that callers
+// the HTTP status and ONTAP's error code (docs/design/ontap-rest.md §6), so that callers
 // branch on a class and never on codes or message text.
 type Class int
 
@@ -144,7 +144,7 @@ func hasCode(err error, codes ...string) bool {
 	return false
 }
 
-// codeClasses lists the specific ONTAP codes of ontap-rest.md §6 (plus 5374034,
+// codeClasses lists the specific ONTAP codes of docs/design/ontap-rest.md §6 (plus 5374034,
 // "initiator is not a member", which is a not-found). Specific codes win over
 // the ranges below and over the HTTP status.
 var codeClasses = map[string]Class{

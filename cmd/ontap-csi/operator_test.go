@@ -33,7 +33,7 @@ import (
 
 // TestTridentOperatorObjects runs the binary as trident-operator 20.10 and
 // 26.06 deploy Trident, with only the image changed: the node DaemonSet's and
-// the controller Deployment's args, env and mounts (trident-compat.md §2),
+// the controller Deployment's args, env and mounts (docs/design/trident-compat.md §2),
 // the trident-csi certificates at /certs, the service account token, a
 // Kubernetes API (fakeAPI) with a TridentBackendConfig, and an ONTAP
 // (the simulator). A stand-in for kubelet takes the node registrations.
@@ -251,7 +251,7 @@ func (c *cluster) startNode(t *testing.T, v string, h *nodeHost, netns string) *
 	})
 }
 
-// nodeMounts are the node DaemonSet's volumes (trident-compat.md §2.1),
+// nodeMounts are the node DaemonSet's volumes (docs/design/trident-compat.md §2.1),
 // their host paths in h.
 func (c *cluster) nodeMounts(h *nodeHost) []mountSpec {
 	const kubelet = "/var/lib/kubelet"
@@ -591,7 +591,7 @@ func testOperatorObjects(t *testing.T, v string) {
 	}
 
 	// SIGTERM: the node plugins exit cleanly and stay registered (no
-	// successor: they keep E for the next pod, registration.md §5).
+	// successor: they keep E for the next pod, docs/design/registration.md §5).
 	var wg sync.WaitGroup
 	for _, n := range []*container{n1, n2} {
 		wg.Add(1)

@@ -117,7 +117,7 @@ func serve(ctx context.Context, o *options) error {
 
 	// In the node role the registration manager owns the CSI sockets: it
 	// binds E and --csi_endpoint by atomic rename and registers with kubelet
-	// (design/registration.md); the other roles just listen.
+	// (docs/design/registration.md); the other roles just listen.
 	var reg *registration.Manager
 	if o.csiRole == roleNode {
 		var err error

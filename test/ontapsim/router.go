@@ -305,14 +305,14 @@ func checkMethodParams(method string, rt *route, q url.Values) *apiError {
 	return nil
 }
 
-// finishAsync waits for rep.job up to return_timeout seconds (§2.5): a job
+// finishAsync waits for rep.job up to return_timeout seconds (docs/design/ontap-rest.md §2.5): a job
 // that finished in time turns the 202 into 201 (POST) / 200, or into the
 // job's error.
 func (s *Simulator) finishAsync(c *call, rep *reply) (*reply, *apiError) {
 	j := rep.job
 	state, jerr := jobQueued, (*apiError)(nil)
 	// With return_timeout 0 (the default) the answer is always 202, even if
-	// the job happens to be done already: clients rely on it (§2.5).
+	// the job happens to be done already: clients rely on it (docs/design/ontap-rest.md §2.5).
 	if n, _ := strconv.Atoi(c.q.Get("return_timeout")); n > 0 {
 		t := time.NewTimer(time.Duration(n) * time.Second)
 		select {
@@ -377,7 +377,7 @@ func writeJSON(w http.ResponseWriter, hal bool, status int, body any) {
 }
 
 // stripLinks removes HAL links for plain application/json clients, except
-// the top-level "next" that paging needs (§2.2).
+// the top-level "next" that paging needs (docs/design/ontap-rest.md §2.2).
 func stripLinks(v any, top bool) any {
 	switch t := v.(type) {
 	case map[string]any:
