@@ -25,7 +25,7 @@ import (
 //   - it holds registrations by socket path, and the driver by name with one
 //     endpoint (K2, K3);
 //   - a Remove of any path it holds deregisters the driver by name, and so
-//     does a Create on a path it holds (K4, reference §5d);
+//     does a Create on a path it holds (K4, docs/design/registration.md §7.5d);
 //   - a new registration needs a strictly higher version (K3), and then
 //     NodeGetInfo through the endpoint, failing which the driver is dropped
 //     (K5); then NotifyRegistrationStatus on the same connection (K6);

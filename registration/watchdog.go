@@ -66,7 +66,7 @@ func (m *Manager) onRegDirEvent(name string, op fsnotify.Op) {
 		// A newer generation's socket is its own business.
 	case own:
 		// Deleted, or replaced by a rename onto it: either way kubelet
-		// deregisters the driver (K4, reference §5d).
+		// deregisters the driver (K4, docs/design/registration.md §7.5d).
 		if !cur.retired && !cur.reg.sock.owned() {
 			m.reregisterAfterFileEvent(reasonSocketRemoved)
 		}
@@ -90,7 +90,7 @@ func (m *Manager) onRegDirEvent(name string, op fsnotify.Op) {
 		// registration kubelet has. But a Create on a path kubelet still
 		// holds (a retired legacy socket stays in kubelet's state) makes
 		// kubelet unregister that path, by name, in its next reconcile
-		// (reference §5d); so register once more after that reconcile.
+		// (docs/design/registration.md §7.5d); so register once more after that reconcile.
 		if kind != kindGeneration && m.watch.confirmAt.IsZero() {
 			m.watch.confirmAt = time.Now().Add(m.timings.confirmAfter)
 		}
@@ -110,7 +110,7 @@ func (m *Manager) onRegDirEvent(name string, op fsnotify.Op) {
 // reregisterAfterFileEvent is reregister for a REG_DIR event that makes
 // kubelet deregister the driver in its next reconcile (K2, K4). There the
 // deregistration and our new registration run concurrently, in either order
-// (reference §1.4), so register once more after that reconcile has passed.
+// (docs/design/registration.md §7.2), so register once more after that reconcile has passed.
 func (m *Manager) reregisterAfterFileEvent(reason string) {
 	m.reregister(reason)
 	m.watch.confirmAt = time.Now().Add(m.timings.confirmAfter)

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// ONTAP name limits (ontap-rest.md §4.1).
+// ONTAP name limits (docs/design/ontap-rest.md §4.1).
 const (
 	maxVolumeName   = 203
 	maxSnapshotName = 255

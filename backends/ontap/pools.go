@@ -147,7 +147,7 @@ func (d *driver) checkAggregateLimit(ctx context.Context, aggr, spaceReserve str
 
 // lacksSpace reports whether a failed create or growth of a thick volume
 // failed for want of need bytes in aggregate aggr. ONTAP gives that
-// failure no error code of its own (ontap-rest.md §3.5: the job fails with
+// failure no error code of its own (docs/design/ontap-rest.md §3.5: the job fails with
 // a generic code and a text), so after a failure ONTAP did not classify,
 // the driver asks the aggregate instead of reading the text.
 func (d *driver) lacksSpace(ctx context.Context, err error, aggr, spaceReserve string, need int64) bool {

@@ -33,7 +33,7 @@ import (
 
 // TestTridentOperatorObjects runs the binary as trident-operator 20.10 and
 // 26.06 deploy Trident, with only the image changed: the node DaemonSet's and
-// the controller Deployment's args, env and mounts (trident-compat.md §2),
+// the controller Deployment's args, env and mounts (docs/design/trident-compat.md §2),
 // the trident-csi certificates at /certs, the service account token, a
 // Kubernetes API (fakeAPI) with a TridentBackendConfig, and an ONTAP
 // (the simulator). A stand-in for kubelet takes the node registrations.
@@ -251,7 +251,7 @@ func (c *cluster) startNode(t *testing.T, v string, h *nodeHost, netns string) *
 	})
 }
 
-// nodeMounts are the node DaemonSet's volumes (trident-compat.md §2.1),
+// nodeMounts are the node DaemonSet's volumes (docs/design/trident-compat.md §2.1),
 // their host paths in h.
 func (c *cluster) nodeMounts(h *nodeHost) []mountSpec {
 	const kubelet = "/var/lib/kubelet"
@@ -616,7 +616,7 @@ func (c *cluster) checkControllers(t *testing.T, v string, ctrls ...*container) 
 
 // stopNodesRegistered sends SIGTERM to the node plugins: they exit cleanly
 // and stay registered (no successor: they keep E for the next pod,
-// registration.md §5).
+// docs/design/registration.md §5).
 func stopNodesRegistered(t *testing.T, nodes []*container, hosts []*nodeHost) {
 	var wg sync.WaitGroup
 	for _, n := range nodes {

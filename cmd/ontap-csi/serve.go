@@ -135,7 +135,7 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 
 // serveRegistered serves the node role. The registration manager owns the
 // CSI sockets: it binds E and --csi_endpoint by atomic rename and registers
-// with kubelet (design/registration.md). The pod is ready once kubelet
+// with kubelet (docs/design/registration.md). The pod is ready once kubelet
 // registered it.
 func serveRegistered(ctx context.Context, o *options, grpcServer *grpc.Server, servers *running, log *logrus.Entry) error {
 	reg, err := newRegistration(o, grpcServer.Serve)

@@ -52,7 +52,7 @@ func newSimFlagSet(o *simOptions) *flag.FlagSet {
 	fs.StringVar(&o.username, "username", "admin", "API user name (basic auth, or the CN of a client certificate)")
 	fs.StringVar(&o.password, "password", envOr("ONTAP_SIM_PASSWORD", "password"), "API password (default from $ONTAP_SIM_PASSWORD, else \"password\")")
 	fs.BoolVar(&o.insecureHTTP, "insecure-http", false, "serve plain HTTP instead of HTTPS")
-	fs.StringVar(&o.latency, "latency", "off", "latency model: off or realistic (ontap-rest.md §4.7)")
+	fs.StringVar(&o.latency, "latency", "off", "latency model: off or realistic (docs/design/ontap-rest.md §4.7)")
 	fs.StringVar(&o.faults, "faults", "", "fault injection rules, see below")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed for fault and latency draws (0: random)")
 	fs.StringVar(&o.version, "ontap-version", "9.15.1", "ONTAP version reported by /api/cluster (9.16.1+ makes LUN operations asynchronous)")

@@ -1,7 +1,7 @@
 // Package tracking reads and writes the node's per-volume state in the
 // formats Trident leaves on nodes, so that volumes staged by Trident can be
 // published, expanded and unstaged by ontap-csi after an image swap, and the
-// other way round for the 23.01+ format (trident-compat.md §3.4).
+// other way round for the 23.01+ format (docs/design/trident-compat.md §3.4).
 //
 // Two layouts exist on nodes:
 //   - Trident 19.10–22.10: <tracking-dir>/<volumeID>.json holds only

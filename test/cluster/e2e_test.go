@@ -38,7 +38,7 @@ const (
 	simNFSLIF = "10.250.0.20"
 )
 
-// hostTools are the Debian packages the cluster runs (local-cluster.md §2).
+// hostTools are the Debian packages the cluster runs (docs/design/local-cluster.md §2).
 var hostTools = map[string]string{
 	"containerd": "containerd", "ctr": "containerd", "runc": "runc", "etcd": "etcd-server",
 	"/usr/lib/cni/bridge": "containernetworking-plugins", "iptables": "iptables",

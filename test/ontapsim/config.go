@@ -40,7 +40,7 @@ type Config struct {
 
 	// SyncDuplicateCheck makes volume POST fail synchronously with 409
 	// (917526, or 13107405 while a create of that name is in flight)
-	// instead of returning a job that fails. ontap-rest.md §7 leaves this
+	// instead of returning a job that fails. docs/design/ontap-rest.md §7 leaves this
 	// open; the default (false) follows the documented async model: every
 	// semantic check of a volume create runs in the job.
 	SyncDuplicateCheck bool
@@ -49,7 +49,7 @@ type Config struct {
 	AsyncLUNCreate *bool
 	// StrictVolumeDelete refuses (409, code 8) to delete a volume that is
 	// still mounted or holds mapped LUNs. Real systems and Trident are
-	// lenient (§3.5, §4.5), which is the default.
+	// lenient (docs/design/ontap-rest.md §3.5, §4.5), which is the default.
 	StrictVolumeDelete bool
 
 	// ClientCAPEM adds CAs whose client certificates are accepted for

@@ -1,6 +1,6 @@
 // Package ontapsim is an ONTAP REST API simulator: one cluster with one data SVM,
 // serving the subset of /api that the ontap-nas and ontap-san drivers use
-// (shared/reference/ontap-rest.md), with ONTAP's semantics, plus a small
+// (docs/design/ontap-rest.md), with ONTAP's semantics, plus a small
 // test-only data plane under /sim.
 //
 // It is the other side of the wire from the client in backends/ontap and
@@ -27,7 +27,7 @@
 // quoting; return_records; return_timeout 0..120; max_records with
 // _links.next and a Link header; order_by; offset), string error codes in
 // {"error":{"message","code","target"}}, unknown arguments (262179) and
-// malformed bodies (262199/262200) follow ontap-rest.md §2. Expensive volume
+// malformed bodies (262199/262200) follow docs/design/ontap-rest.md §2. Expensive volume
 // fields are only returned when named or with fields=**.
 //
 // Synchronous versus job: volume POST/PATCH/DELETE and snapshot
@@ -44,7 +44,7 @@
 // are reserved while their create job runs, so concurrent creates of one
 // name have exactly one winner; the losers fail with 917526 (or 13107405
 // while the winner is still running). Config.SyncDuplicateCheck reports
-// that as a synchronous 409 instead (ontap-rest.md §7 point 3).
+// that as a synchronous 409 instead (docs/design/ontap-rest.md §7 point 3).
 //
 // Rules modelled: volume names (917886/917887/917888), 20 MiB minimum
 // (917534), sizes rounded up to 4 KiB (volumes and LUNs), junction paths
@@ -78,7 +78,7 @@
 //
 // # Latency
 //
-// Off by default. RealisticLatency returns the figures of ontap-rest.md
+// Off by default. RealisticLatency returns the figures of docs/design/ontap-rest.md
 // §4.7; each request sleeps a draw from its class (Request, SyncMutation,
 // LUNCreate) before it is handled, and each job lasts a draw from its kind
 // (VolumeCreate, VolumePatch, VolumeDelete, SnapshotCreate, SnapshotDelete,

@@ -8,7 +8,7 @@ import (
 
 // apiError is an ONTAP error: the HTTP status of a synchronous failure plus
 // the body {"error":{"message","code","target"}}. The same value describes a
-// job failure, whose integer code is Code parsed (ontap-rest.md §2.4, §2.5).
+// job failure, whose integer code is Code parsed (docs/design/ontap-rest.md §2.4, §2.5).
 type apiError struct {
 	Status  int
 	Code    string
@@ -40,7 +40,7 @@ func errConflict(code int, target, format string, args ...any) *apiError {
 	return newError(http.StatusConflict, code, target, format, args...)
 }
 
-// ONTAP error codes the simulator returns. Numbers come from ontap-rest.md
+// ONTAP error codes the simulator returns. Numbers come from docs/design/ontap-rest.md
 // (§2.4 global table, §3 endpoint tables); where the reference documents no
 // code the choice is noted.
 const (
@@ -157,7 +157,7 @@ const (
 	codeMapIgroupOtherSVM   = 5374878
 	codeMapNotFound         = 5374922
 	// A LUN ID already used in the igroup (or seen by one of its initiators)
-	// has no documented REST code (ontap-rest.md §3.10); 1254324 is the
+	// has no documented REST code (docs/design/ontap-rest.md §3.10); 1254324 is the
 	// related "same LUN ID for multiple LUN maps" code.
 	codeMapLUNIDInUse = codeInitiatorSameLUNID
 
@@ -174,7 +174,7 @@ const (
 
 // statusForCode maps a job failure code to the HTTP status used when the
 // failure is returned synchronously (return_timeout elapsed with the job
-// finished). The mapping follows the client classes of ontap-rest.md §6.
+// finished). The mapping follows the client classes of docs/design/ontap-rest.md §6.
 func statusForCode(code int) int {
 	switch code {
 	case codeNotFound, codeLUNVolNotFound, codeParentVolNotFound, codeLUNNotFound, codeLUNCloneSource,

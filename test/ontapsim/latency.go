@@ -32,7 +32,7 @@ type LatencyModel struct {
 	CloneSplit     Range
 }
 
-// RealisticLatency returns the figures of ontap-rest.md §4.7 (measured on
+// RealisticLatency returns the figures of docs/design/ontap-rest.md §4.7 (measured on
 // real systems in Trident issue #1144 and the suggested simulator defaults).
 // The ranges are the jitter.
 func RealisticLatency() LatencyModel {

@@ -78,7 +78,7 @@ func checkLUNSize(size int64) *apiError {
 const serialChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-"
 
 // newSerial returns a 12-character serial unique in the cluster, starting
-// with '8' as NetApp serials usually do (§4.1). Called with mu held.
+// with '8' as NetApp serials usually do (docs/design/ontap-rest.md §4.1). Called with mu held.
 func (s *Simulator) newSerial() string {
 	for {
 		b := []byte("8")

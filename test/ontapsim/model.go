@@ -406,7 +406,7 @@ func (m *model) clonesOf(vol, snap string) []*volumeState {
 }
 
 // volumeAtJunction returns the mounted volume whose junction path is p,
-// compared case-insensitively as ONTAP does (§4.4).
+// compared case-insensitively as ONTAP does (docs/design/ontap-rest.md §4.4).
 func (m *model) volumeAtJunction(svm, p string) *volumeState {
 	for _, v := range m.Volumes {
 		if v.SVM == svm && v.JunctionPath != "" && strings.EqualFold(v.JunctionPath, p) {

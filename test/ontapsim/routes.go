@@ -7,7 +7,7 @@ const (
 	req, mut              = latRequest, latSyncMutation
 )
 
-// buildRoutes lists every endpoint of ontap-rest.md §3 the simulator
+// buildRoutes lists every endpoint of docs/design/ontap-rest.md §3 the simulator
 // serves. Templates are what Stats and fault rules use.
 func (s *Simulator) buildRoutes() []*route {
 	s.routes = nil

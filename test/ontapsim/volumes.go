@@ -30,7 +30,7 @@ var volumeResource = &resource{
 		autosize.mode autosize.maximum autosize.minimum autosize.grow_threshold autosize.shrink_threshold
 		qos.policy.name qos.policy.uuid tiering.policy snapshot_count is_svm_root _links`),
 	keys: []string{"uuid", "name"},
-	// Expensive fields are only returned when named or with fields=** (§3.5).
+	// Expensive fields are only returned when named or with fields=** (docs/design/ontap-rest.md §3.5).
 	expensive: []string{"nas.path", "nas.security_style", "nas.unix_permissions", "nas.uid", "nas.gid",
 		"nas.export_policy.id", "nas.junction_parent", "clone.parent_volume", "clone.parent_snapshot",
 		"clone.parent_svm", "clone.split_initiated", "clone.split_complete_percent", "clone.split_estimate",
@@ -83,7 +83,7 @@ func validateVolumeName(name, target string) *apiError {
 	return nil
 }
 
-// validateJunctionSyntax checks the shape of nas.path (§4.4); whether the
+// validateJunctionSyntax checks the shape of nas.path (docs/design/ontap-rest.md §4.4); whether the
 // path is free and its parent exists is checked when the job runs.
 func validateJunctionSyntax(p string) *apiError {
 	if p == "" {
@@ -287,7 +287,7 @@ func (s *Simulator) postVolume(c *call) (*reply, *apiError) {
 		return nil, err
 	}
 
-	// One winner per name: reserve it until the job ends (§7 point 3).
+	// One winner per name: reserve it until the job ends (docs/design/ontap-rest.md §7 point 3).
 	key := svm.UUID + "/" + name
 	var dup *apiError
 	switch {
@@ -437,7 +437,7 @@ func (m *model) resolvePath(svm, p string) (*volumeState, string) {
 	return best, rel
 }
 
-// checkJunction verifies that v can be mounted at p (§4.4): v online, p
+// checkJunction verifies that v can be mounted at p (docs/design/ontap-rest.md §4.4): v online, p
 // unused in the SVM (case-insensitive), and p's parent an existing
 // directory of a mounted volume.
 func (s *Simulator) checkJunction(v *volumeState, p string) *apiError {
@@ -579,7 +579,7 @@ func leafPaths(m map[string]any) []string {
 
 // createClone creates a FlexClone from a parent snapshot (taking one named
 // "clone_<name>.<time>.0" when none is given). The clone's LUNs are new,
-// unmapped LUNs with new serials (§4.1 belief). Called with mu held.
+// unmapped LUNs with new serials (docs/design/ontap-rest.md §4.1 belief). Called with mu held.
 func (s *Simulator) createClone(cs *cloneSpec) (*volumeState, *apiError) {
 	m := s.m
 	if m.volumeByName(cs.SVM.UUID, cs.Name) != nil {
@@ -1177,7 +1177,7 @@ func (s *Simulator) applyVolumePatch(v *volumeState, p *volumePatch, ch *volumeC
 	}
 	v.State = ch.state
 	if ch.state != "online" {
-		v.JunctionPath = "" // offline and restricted volumes lose their junction (§3.5)
+		v.JunctionPath = "" // offline and restricted volumes lose their junction (docs/design/ontap-rest.md §3.5)
 	}
 	if ch.splitting {
 		v.CloneParent, v.CloneParentSnap, v.SplitInitiated = "", "", false
@@ -1280,7 +1280,7 @@ func (s *Simulator) deleteVolume(c *call) (*reply, *apiError) {
 	return asyncReply(j, ""), nil
 }
 
-// destroyVolume deletes a volume (§3.5, §4.5): refused for the SVM root and
+// destroyVolume deletes a volume (docs/design/ontap-rest.md §3.5, §4.5): refused for the SVM root and
 // while FlexClones depend on it; by default lenient about mounts and LUNs
 // (implicit unmount/offline; LUNs and their maps go with it). Without
 // force the volume goes to the recovery queue: hidden, renamed

@@ -180,7 +180,7 @@ func (c *Client) nodes(ctx context.Context) ([]node, error) {
 	return nodes, nil
 }
 
-// Data LIF services (ontap-rest.md §3.4).
+// Data LIF services (docs/design/ontap-rest.md §3.4).
 const (
 	ServiceDataNFS   = "data_nfs"
 	ServiceDataISCSI = "data_iscsi"

@@ -1,6 +1,6 @@
 package rest
 
-// ONTAP error codes the client classifies (ontap-rest.md §2.4 global table,
+// ONTAP error codes the client classifies (docs/design/ontap-rest.md §2.4 global table,
 // §3 endpoint tables, §6 classes). ONTAP sends them as strings in error
 // bodies and as numbers in jobs; both reach us as these strings.
 const (
@@ -76,7 +76,7 @@ const (
 )
 
 // codeClasses are the classes of specific codes. They win over the ranges
-// below and over the HTTP status (ontap-rest.md §6).
+// below and over the HTTP status (docs/design/ontap-rest.md §6).
 var codeClasses = map[string]Class{
 	codeEntryNotFound: ClassNotFound, codeUUIDNotFound: ClassNotFound, codeSVMNotFound: ClassNotFound,
 	codeVolumeUUIDNotFound: ClassNotFound, codeParentNotFound: ClassNotFound, codeSnapshotNotFound: ClassNotFound,

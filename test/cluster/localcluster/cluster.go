@@ -1,7 +1,7 @@
 // Package localcluster brings up a real single-node Kubernetes cluster on
 // this machine for end-to-end tests, and tears it down without a trace.
 //
-// It follows shared/reference/local-cluster.md: Debian's containerd 1.6,
+// It follows docs/design/local-cluster.md: Debian's containerd 1.6,
 // runc, etcd 3.4 and CNI plugins; kube-apiserver, kube-controller-manager,
 // kube-scheduler and kubelet built from k8s.io/kubernetes (BuildKube); a
 // generated PKI; a bridge CNI network; images imported from tarballs. All of
@@ -50,7 +50,7 @@ const (
 )
 
 // kubeletSysctls are the global sysctls the kubelet sets at start
-// (local-cluster.md §6: overcommit, panic, panic_on_oops; the rest of its
+// (docs/design/local-cluster.md §6: overcommit, panic, panic_on_oops; the rest of its
 // list for good measure); nodens restores them.
 var kubeletSysctls = []string{
 	"vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
@@ -570,7 +570,7 @@ func (c *Cluster) Teardown() (TeardownReport, error) {
 	}
 	stop("kube-scheduler", syscall.SIGTERM, 5*time.Second)
 	stop("kube-controller-manager", syscall.SIGTERM, 5*time.Second)
-	// A SIGTERM'd API server drains for over a minute (local-cluster.md §3.5).
+	// A SIGTERM'd API server drains for over a minute (docs/design/local-cluster.md §3.5).
 	stop("kube-apiserver", syscall.SIGTERM, 3*time.Second)
 	stop("etcd", syscall.SIGTERM, 10*time.Second)
 	stop("containerd", syscall.SIGTERM, 10*time.Second)
