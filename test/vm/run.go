@@ -153,8 +153,14 @@ func start(t testing.TB, img *Image, o Options) *machine {
 	go m.readConsole(stdout)
 	go m.reap()
 	m.unlinkOverlay()
+	if onStart != nil {
+		onStart(m.cmd.Process.Pid, dir)
+	}
 	return m
 }
+
+// onStart, when set (by a test), is told each qemu's pid and directory.
+var onStart func(pid int, dir string)
 
 // prepare fills the shares and makes the overlay over the cached image.
 func (m *machine) prepare(img *Image, o Options) error {
