@@ -318,6 +318,9 @@ func (m *machine) kill() {
 // in $TMPDIR/ontap-csi-vm-logs/<test>-<time>/ (the temporary directory
 // itself goes).
 func (m *machine) saveLogs(t testing.TB) {
+	if terminating.Load() {
+		return
+	}
 	dst := filepath.Join(os.TempDir(), "ontap-csi-vm-logs", strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-"+time.Now().Format("20060102-150405"))
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return
