@@ -5,9 +5,10 @@
 //
 // The image is built from Debian packages only (image.sh: debootstrap
 // minbase, the kernel, open-iscsi, multipath-tools, nfs-common,
-// nfs-kernel-server, e2fsprogs, xfsprogs, udev) and cached by content
-// under CacheRoot()/vm. Each run boots it on a copy-on-write overlay, with
-// the host's files in /host/in and the results in /host/out (9p), runs
+// nfs-kernel-server, e2fsprogs, xfsprogs, udev) and cached by content in
+// the e2e cache (CacheDir) as vm-<key>. Each run boots it on a
+// copy-on-write overlay, with the host's files in /host/in and the results
+// in /host/out (9p), runs
 // init.sh as pid 1 — udevd, iscsid, multipathd, rpcbind, statd, mountd,
 // nfsd, configfs, loopback aliases for the simulator's data LIFs
 // (127.0.0.10 NFS, 127.0.0.11 and .12 iSCSI) — then the command, and

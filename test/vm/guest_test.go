@@ -77,6 +77,14 @@ func runGuest(t *testing.T, name string) {
 		t.Fatalf("%s in the VM: exit %d\n%s%s", name, res.ExitCode, res.Output, logs.String())
 	}
 	t.Logf("%s: boot %s, whole run %s", name, res.Boot.Round(100e6), res.Elapsed.Round(100e6))
+	// What the plugin complained about on a passing run is where the real
+	// kernel disagrees with it without failing a call.
+	b, _ := os.ReadFile(filepath.Join(res.OutDir, "ontap-csi.log"))
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "level=warning") || strings.Contains(line, "level=error") {
+			t.Logf("ontap-csi: %s", line)
+		}
+	}
 }
 
 // TestNFSVolumeLife: an ontap-nas volume's life through the real ontap-csi
@@ -87,3 +95,7 @@ func TestNFSVolumeLife(t *testing.T) { runGuest(t, "TestNFSVolumeLife") }
 // ontap-csi on the real initiator and multipath over two portals to LIO
 // (guest/iscsi_test.go).
 func TestISCSIVolumeLife(t *testing.T) { runGuest(t, "TestISCSIVolumeLife") }
+
+// TestKernelDataPlaneSAN: the simulator's kernel data plane under REST
+// calls, seen by the VM's own initiator (guest/dataplane_test.go).
+func TestKernelDataPlaneSAN(t *testing.T) { runGuest(t, "TestKernelDataPlaneSAN") }

@@ -24,18 +24,18 @@ var imageScript []byte
 // Image is a built VM image in the cache. It is never written to: every VM
 // boots from a copy-on-write overlay of Disk.
 type Image struct {
-	Dir    string // <cache>/vm/<key>
+	Dir    string // <cache>/vm-<key>
 	Disk   string // raw ext4 root file system
 	Kernel string // vmlinuz
 	Initrd string // initrd.img
 }
 
-// CacheRoot is where images are kept: $ONTAP_CSI_E2E_CACHE/.. (the e2e
-// cache's parent), else $XDG_CACHE_HOME/ontap-csi, else ~/.cache/ontap-csi.
-// Images live in its "vm" folder, one per content key.
-func CacheRoot() string {
+// CacheDir is the e2e cache (test/cluster/localcluster): the image is
+// kept there as vm-<key>. $ONTAP_CSI_E2E_CACHE, else
+// $XDG_CACHE_HOME/ontap-csi/e2e, else ~/.cache/ontap-csi/e2e.
+func CacheDir() string {
 	if d := os.Getenv("ONTAP_CSI_E2E_CACHE"); d != "" {
-		return filepath.Dir(filepath.Clean(d))
+		return d
 	}
 	base := os.Getenv("XDG_CACHE_HOME")
 	if base == "" {
@@ -45,7 +45,7 @@ func CacheRoot() string {
 		}
 		base = filepath.Join(home, ".cache")
 	}
-	return filepath.Join(base, "ontap-csi")
+	return filepath.Join(base, "ontap-csi", "e2e")
 }
 
 // imageKey names an image by what it is made of: the build script, which
@@ -72,7 +72,7 @@ func CachedImage(t testing.TB) *Image {
 	if imageOnce.img != nil {
 		return imageOnce.img
 	}
-	img, err := buildImage(filepath.Join(CacheRoot(), "vm"), t.Logf)
+	img, err := buildImage(CacheDir(), t.Logf)
 	if err != nil {
 		t.Fatalf("VM image: %v", err)
 	}
@@ -81,7 +81,7 @@ func CachedImage(t testing.TB) *Image {
 }
 
 func buildImage(cache string, logf func(string, ...any)) (*Image, error) {
-	key := imageKey()
+	key := "vm-" + imageKey()
 	dir := filepath.Join(cache, key)
 	img := &Image{Dir: dir, Disk: filepath.Join(dir, "disk.img"), Kernel: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd.img")}
 	if complete(dir) {

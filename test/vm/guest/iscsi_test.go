@@ -2,7 +2,6 @@ package guest
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,94 +27,30 @@ func TestISCSIVolumeLife(t *testing.T) {
 	roots := plugintest.NewRoots(t)
 	s := startSim(t, roots.Root)
 	p := startPlugin(t, roots, s.writeBackend(t, roots.Root, "ontap-san", nil))
-	ctx := ctxT(t)
-	const size = 128 << 20
-	capability := mountCap("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
 	t.Cleanup(func() { logoutAll(t, roots) })
-
-	created, err := p.CreateVolume(ctx, &csi.CreateVolumeRequest{
-		Name: "pvc-san-1", CapacityRange: &csi.CapacityRange{RequiredBytes: size},
-		VolumeCapabilities: []*csi.VolumeCapability{capability}, Parameters: map[string]string{"backendType": "ontap-san"},
-	})
-	if err != nil {
-		t.Fatalf("CreateVolume: %v", err)
-	}
-	vol := created.GetVolume()
-	pub, err := p.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
-		VolumeId: vol.GetVolumeId(), NodeId: nodeID, VolumeCapability: capability, VolumeContext: vol.GetVolumeContext(),
-	})
-	if err != nil {
-		t.Fatalf("ControllerPublishVolume: %v", err)
-	}
-	pc := pub.GetPublishContext()
-	if pc["iscsiTargetPortalCount"] != "2" {
-		t.Fatalf("publish context %v: want two portals", pc)
+	const size = 128 << 20
+	l := p.createAndPublish(t, "pvc-san-1", "ontap-san", size, mountCap("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER))
+	if l.pc["iscsiTargetPortalCount"] != "2" {
+		t.Fatalf("publish context %v: want two portals", l.pc)
 	}
 
-	staging := p.staging(t, vol.GetVolumeId())
-	if _, err := p.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
-		VolumeId: vol.GetVolumeId(), StagingTargetPath: staging, VolumeCapability: capability, PublishContext: pc,
-	}); err != nil {
-		t.Fatalf("NodeStageVolume: %v", err)
-	}
-	if sessions := run(t, "iscsiadm", "-m", "session"); strings.Count(sessions, pc["iscsiTargetIqn"]) != 2 {
+	l.stageAndPublish()
+	if sessions := run(t, "iscsiadm", "-m", "session"); strings.Count(sessions, l.pc["iscsiTargetIqn"]) != 2 {
 		t.Fatalf("sessions:\n%s", sessions)
 	}
 	dm := multipathMap(t)
 	if slaves, _ := os.ReadDir(filepath.Join("/sys/block", dm, "slaves")); len(slaves) != 2 {
 		t.Fatalf("multipath map %s has paths %v, want two", dm, slaves)
 	}
+	l.writeAndReadBack("data", bytes.Repeat([]byte("ontap-csi "), 10000))
 
-	target, roTarget := p.target(t, "pod-a", vol.GetVolumeId()), p.target(t, "pod-b", vol.GetVolumeId())
-	for _, tc := range []struct {
-		path string
-		ro   bool
-	}{{target, false}, {roTarget, true}} {
-		if _, err := p.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
-			VolumeId: vol.GetVolumeId(), StagingTargetPath: staging, TargetPath: tc.path, VolumeCapability: capability,
-			PublishContext: pc, Readonly: tc.ro,
-		}); err != nil {
-			t.Fatalf("NodePublishVolume %s (read-only %v): %v", tc.path, tc.ro, err)
-		}
-	}
-	data := bytes.Repeat([]byte("ontap-csi "), 10000)
-	if err := os.WriteFile(filepath.Join(target, "data"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := os.ReadFile(filepath.Join(roTarget, "data")); err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("read back through the read-only publish: %d bytes, %v", len(got), err)
-	}
-	if err := os.WriteFile(filepath.Join(roTarget, "x"), nil, 0o644); !errors.Is(err, unix.EROFS) {
-		t.Fatalf("write through the read-only publish: %v, want EROFS", err)
-	}
-
-	before := statfsBytes(t, target)
-	if exp, err := p.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{
-		VolumeId: vol.GetVolumeId(), CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * size}, VolumeCapability: capability,
-	}); err != nil || !exp.GetNodeExpansionRequired() {
-		t.Fatalf("ControllerExpandVolume: %v, %v", exp, err)
-	}
-	if _, err := p.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{
-		VolumeId: vol.GetVolumeId(), VolumePath: target, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * size}, VolumeCapability: capability,
-	}); err != nil {
-		t.Fatalf("NodeExpandVolume: %v", err)
-	}
-	if after := statfsBytes(t, target); after < before+size*3/4 {
+	before := statfsBytes(t, l.target)
+	l.expand(2 * size)
+	if after := statfsBytes(t, l.target); after < before+size*3/4 {
 		t.Fatalf("file system %d -> %d bytes after expansion to %d", before, after, 2*size)
 	}
-	stats, err := p.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: vol.GetVolumeId(), VolumePath: target})
-	if err != nil || len(stats.GetUsage()) == 0 || stats.GetVolumeCondition().GetAbnormal() {
-		t.Fatalf("NodeGetVolumeStats: %v, %v", stats, err)
-	}
 
-	for _, tp := range []string{target, roTarget} {
-		if _, err := p.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol.GetVolumeId(), TargetPath: tp}); err != nil {
-			t.Fatalf("NodeUnpublishVolume %s: %v", tp, err)
-		}
-	}
-	if _, err := p.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol.GetVolumeId(), StagingTargetPath: staging}); err != nil {
-		t.Fatalf("NodeUnstageVolume: %v", err)
-	}
+	l.unpublishAndUnstage()
 	if out, err := exec.Command("iscsiadm", "-m", "session").CombinedOutput(); err == nil {
 		t.Fatalf("sessions left after NodeUnstageVolume:\n%s", out)
 	}
@@ -125,12 +60,8 @@ func TestISCSIVolumeLife(t *testing.T) {
 	if disks, _ := filepath.Glob("/sys/block/sd*"); len(disks) > 0 {
 		t.Fatalf("SCSI disks left after NodeUnstageVolume: %v", disks)
 	}
-	if _, err := p.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: vol.GetVolumeId(), NodeId: nodeID}); err != nil {
-		t.Fatalf("ControllerUnpublishVolume: %v", err)
-	}
-	if _, err := p.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.GetVolumeId()}); err != nil {
-		t.Fatalf("DeleteVolume: %v", err)
-	}
+	l.controllerUnpublish()
+	l.delete()
 	if bs, _ := filepath.Glob("/sys/kernel/config/target/core/fileio_*/*/enable"); len(bs) > 0 {
 		t.Fatalf("LIO backstores left after DeleteVolume: %v", bs)
 	}
