@@ -396,13 +396,14 @@ func removeLinkDir(dir string) error {
 	return os.Remove(dir)
 }
 
-// writeAttr writes a configfs attribute in one write, as the kernel wants.
+// writeAttr writes a configfs attribute in one write, as the kernel wants,
+// without a newline: LIO keeps one in CHAP names and secrets.
 func writeAttr(path, value string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write([]byte(value + "\n"))
+	_, err = f.Write([]byte(value))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

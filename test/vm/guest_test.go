@@ -70,7 +70,7 @@ func runGuest(t *testing.T, name string) {
 	})
 	if res.ExitCode != 0 || !strings.Contains(res.Output, "--- PASS: "+name) {
 		var logs strings.Builder
-		for _, f := range []string{"ontap-csi.log", "ontap-sim.log"} {
+		for _, f := range []string{"ontap-csi.log", "ontap-sim.log", "dmesg.log"} {
 			b, _ := os.ReadFile(filepath.Join(res.OutDir, f))
 			logs.WriteString("\n--- " + f + " (tail) ---\n" + tail(string(b), 20000))
 		}

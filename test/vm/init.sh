@@ -85,6 +85,7 @@ fi
 cd /tmp
 "${argv[@]}" >/host/out/output.log 2>&1 </dev/null
 rc=$?
+dmesg >/host/out/dmesg.log 2>&1
 say "command exited $rc"
 echo "$rc" >/host/out/exit-code.tmp
 mv /host/out/exit-code.tmp /host/out/exit-code

@@ -291,8 +291,10 @@ func (m *machine) console() string {
 	m.mu.Lock()
 	s := m.con.String()
 	m.mu.Unlock()
-	if b, err := os.ReadFile(filepath.Join(m.dir, "out", "init.log")); err == nil {
-		s += "\n--- init.log ---\n" + string(b)
+	for _, f := range []string{"init.log", "dmesg.log"} {
+		if b, err := os.ReadFile(filepath.Join(m.dir, "out", f)); err == nil {
+			s += "\n--- " + f + " ---\n" + string(b)
+		}
 	}
 	return s
 }

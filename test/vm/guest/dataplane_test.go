@@ -48,9 +48,17 @@ func TestKernelDataPlaneSAN(t *testing.T) {
 	if got := readTrim(t, filepath.Join(disk, "size")); got != strconv.Itoa(128<<11) {
 		t.Fatalf("size after grow and rescan: %s sectors, want %d", got, 128<<11)
 	}
+	// Offline: the LUN's data is gone from the initiator's view at once.
+	// LIO answers for a missing LUN 0 with its virtual LUN 0 (32 KiB of
+	// zeros, read-only) where ONTAP answers "logical unit not supported",
+	// so a read may succeed, but never with the LUN's data.
+	marker := strings.Repeat("ontap-csi marker ", 241)[:4096]
+	markerFile := filepath.Join(t.TempDir(), "marker")
+	writeFile(t, markerFile, marker)
+	run(t, "dd", "if="+markerFile, "of="+dev, "bs=4k", "count=1", "oflag=direct")
 	do("PATCH", "/api/storage/luns/"+lun.UUID, map[string]any{"enabled": false})
-	if out, err := exec.Command("dd", "if="+dev, "of=/dev/null", "bs=4k", "count=1", "iflag=direct").CombinedOutput(); err == nil {
-		t.Fatalf("read from an offline LUN succeeded: %s", out)
+	if out, err := exec.Command("dd", "if="+dev, "bs=4k", "count=1", "iflag=direct", "status=none").Output(); err == nil && string(out) == marker {
+		t.Fatal("an offline LUN's data is still read")
 	}
 	do("PATCH", "/api/storage/luns/"+lun.UUID, map[string]any{"enabled": true})
 	acl := filepath.Join("/sys/kernel/config/target/iscsi", info.TargetIQN, "tpgt_1/acls", iqn, "lun_"+strconv.Itoa(id))
@@ -159,7 +167,7 @@ func readTrim(t testing.TB, path string) string {
 
 func writeFile(t testing.TB, path, value string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(value), 0o200); err != nil {
+	if err := os.WriteFile(path, []byte(value), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
