@@ -22,7 +22,7 @@
 // A run leaves nothing: qemu is killed with its process group when the
 // test ends, fails, times out, or the test process gets SIGINT or SIGTERM,
 // and dies with the test process otherwise (Pdeathsig); its overlay is
-// unlinked as soon as qemu has opened it.
+// unlinked before qemu starts, which gets it as open file descriptors.
 //
 // The tests boot VMs only with ONTAP_CSI_VM=1 (make vm).
 package vm

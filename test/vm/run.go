@@ -89,7 +89,8 @@ func Run(t testing.TB, o Options) *Result {
 
 // machine is one running VM.
 type machine struct {
-	dir     string // temporary: in/, out/, overlay.qcow2, console.log
+	dir     string     // temporary: in/ and out/
+	overlay []*os.File // the overlay, read-write and read-only, unlinked
 	cmd     *exec.Cmd
 	started time.Time
 	timeout time.Duration
@@ -123,6 +124,9 @@ func start(t testing.TB, img *Image, o Options) *machine {
 	}
 	t.Cleanup(func() {
 		m.kill()
+		for _, f := range m.overlay {
+			f.Close() // if qemu never started
+		}
 		if t.Failed() {
 			m.saveLogs(t)
 		}
@@ -133,6 +137,7 @@ func start(t testing.TB, img *Image, o Options) *machine {
 	}
 	m.cmd = exec.Command("qemu-system-x86_64", m.args(img)...)
 	m.cmd.Dir = dir
+	m.cmd.ExtraFiles = m.overlay // fds 3 and 4: /dev/fdset/1
 	stdout, err := m.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -150,9 +155,11 @@ func start(t testing.TB, img *Image, o Options) *machine {
 		unregister(m)
 		t.Fatalf("qemu: %v", err)
 	}
+	for _, f := range m.overlay {
+		f.Close() // qemu has them now
+	}
 	go m.readConsole(stdout)
 	go m.reap()
-	m.unlinkOverlay()
 	if onStart != nil {
 		onStart(m.cmd.Process.Pid, dir)
 	}
@@ -191,9 +198,26 @@ func (m *machine) prepare(img *Image, o Options) error {
 			return err
 		}
 	}
-	out2, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", img.Disk, filepath.Join(m.dir, "overlay.qcow2")).CombinedOutput()
+	return m.makeOverlay(img)
+}
+
+// makeOverlay makes the qcow2 overlay over the cached image, opens it
+// read-write and read-only for qemu (-add-fd: qemu reopens images while it
+// starts, and picks the descriptor by access mode) and unlinks it: no
+// temporary image outlives qemu, even if the test process is killed.
+func (m *machine) makeOverlay(img *Image) error {
+	path := filepath.Join(m.dir, "overlay.qcow2")
+	defer os.Remove(path)
+	out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", img.Disk, path).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("qemu-img create: %v: %s", err, out2)
+		return fmt.Errorf("qemu-img create: %v: %s", err, out)
+	}
+	for _, flag := range []int{os.O_RDWR, os.O_RDONLY} {
+		f, err := os.OpenFile(path, flag, 0)
+		if err != nil {
+			return err
+		}
+		m.overlay = append(m.overlay, f)
 	}
 	return nil
 }
@@ -204,32 +228,10 @@ func (m *machine) args(img *Image) []string {
 		"-nographic", "-monitor", "none", "-no-reboot", "-nic", "none",
 		"-kernel", img.Kernel, "-initrd", img.Initrd,
 		"-append", "console=ttyS0 root=/dev/vda rw init=/sbin/ontap-csi-vm-init quiet panic=-1 mitigations=off",
-		"-drive", "file=overlay.qcow2,format=qcow2,if=virtio,cache=unsafe",
+		"-add-fd", "fd=3,set=1", "-add-fd", "fd=4,set=1",
+		"-drive", "file=/dev/fdset/1,format=qcow2,if=virtio,cache=unsafe",
 		"-virtfs", "local,path=in,mount_tag=in,security_model=none,readonly=on,id=in",
 		"-virtfs", "local,path=out,mount_tag=out,security_model=none,id=out",
-	}
-}
-
-// unlinkOverlay removes the overlay as soon as qemu holds it open: from
-// then on no temporary image outlives qemu, even if the test process is
-// killed before its cleanup runs.
-func (m *machine) unlinkOverlay() {
-	overlay := filepath.Join(m.dir, "overlay.qcow2")
-	fdDir := fmt.Sprintf("/proc/%d/fd", m.cmd.Process.Pid)
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		select {
-		case <-m.done:
-			os.Remove(overlay)
-			return
-		default:
-		}
-		fds, _ := os.ReadDir(fdDir)
-		for _, fd := range fds {
-			if target, _ := os.Readlink(filepath.Join(fdDir, fd.Name())); target == overlay {
-				os.Remove(overlay)
-				return
-			}
-		}
 	}
 }
 
