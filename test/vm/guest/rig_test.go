@@ -164,19 +164,19 @@ func startPlugin(t testing.TB, roots plugintest.Roots, backend string) *plugin {
 		}
 		logFile.Close()
 	})
+	// Serving (the socket answers) and, allInOne, its node known to its
+	// controller: these two come in either order.
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		log, _ := os.ReadFile(logFile.Name())
-		if strings.Contains(string(log), "node info reported to the controller") {
-			break
+		if c, err := net.Dial("unix", roots.Socket); err == nil {
+			c.Close()
+			if strings.Contains(string(log), "node info reported to the controller") {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("ontap-csi did not start (ontap-csi.log)")
 		}
-	}
-	if c, err := net.Dial("unix", roots.Socket); err != nil {
-		t.Fatal(err)
-	} else {
-		c.Close()
 	}
 	conn, err := grpc.NewClient("unix://"+roots.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
