@@ -146,7 +146,9 @@ func startPlugin(t testing.TB, roots plugintest.Roots, backend string) *plugin {
 	cmd := exec.Command(bin(t, "ontap-csi"),
 		"--csi_role=allInOne", "--csi_endpoint=unix://"+roots.Socket, "--csi_node_name="+nodeID,
 		"--kubelet-dir="+roots.KubeletDir, "--tracking-dir="+roots.TrackingDir, "--lock-dir="+roots.LockDir,
-		"--host-root=/", "--rest=false", "--log_level=debug", "--backend-config="+backend, "--node-ips="+nodeIP)
+		"--host-root=/", "--rest=false", "--log_level=debug", "--backend-config="+backend, "--node-ips="+nodeIP,
+		// Generous: udev and multipathd under TCG on a loaded machine.
+		"--iscsi-device-timeout=2m")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

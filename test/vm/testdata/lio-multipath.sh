@@ -40,7 +40,7 @@ udevadm settle
 for p in 11 12; do
 	test -L "/dev/disk/by-path/ip-127.0.0.$p:3260-iscsi-$IQN-lun-5" || fail "by-path link of portal $p"
 done
-for i in $(seq 50); do
+for i in $(seq 150); do
 	dm=$(ls /sys/block | grep '^dm-' | head -1 || true)
 	[ -n "$dm" ] && [ "$(ls /sys/block/$dm/slaves | wc -l)" = 2 ] && break
 	sleep 0.2
