@@ -39,6 +39,7 @@ type simOptions struct {
 	insecureHTTP                             bool
 	latency, faults, version, logLevel       string
 	logFormat, nfsLIFs, iscsiLIFs            string
+	dataPlane, nfsRoot                       string
 	seed                                     uint64
 	nodes                                    int
 }
@@ -59,6 +60,8 @@ func newSimFlagSet(o *simOptions) *flag.FlagSet {
 	fs.IntVar(&o.nodes, "nodes", 2, "cluster nodes, in HA pairs; one aggregate and one iSCSI LIF each")
 	fs.StringVar(&o.nfsLIFs, "nfs-lifs", "", "comma-separated NFS data LIF addresses (default 127.0.0.10)")
 	fs.StringVar(&o.iscsiLIFs, "iscsi-lifs", "", "comma-separated iSCSI data LIF addresses (default 127.0.0.11, 127.0.0.12, ...)")
+	fs.StringVar(&o.dataPlane, "dataplane", ontapsim.DataPlaneFile, "data plane: file (the /sim endpoints of the test shims) or kernel (LIO and nfsd of this kernel serve the LUNs and exports; root; see docs/vm.md)")
+	fs.StringVar(&o.nfsRoot, "nfs-root", "/srv/ontap-sim/nfs", "kernel data plane: where volumes are mounted at their junction paths; nfs.conf's [exports] rootdir must name it")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	return fs
@@ -76,7 +79,10 @@ func printSimUsage(fs *flag.FlagSet, w io.Writer) {
 func (o *simOptions) simConfig() (ontapsim.Config, error) {
 	cfg := ontapsim.Config{
 		SVM: o.svm, Username: o.username, Password: o.password, ONTAPVersion: o.version,
-		Nodes: o.nodes, DataDir: o.dataDir, Seed: o.seed,
+		Nodes: o.nodes, DataDir: o.dataDir, Seed: o.seed, DataPlane: o.dataPlane, NFSRoot: o.nfsRoot,
+	}
+	if o.dataPlane != ontapsim.DataPlaneFile && o.dataPlane != ontapsim.DataPlaneKernel {
+		return cfg, fmt.Errorf("--dataplane %q: want file or kernel", o.dataPlane)
 	}
 	if o.username == "" || o.password == "" {
 		return cfg, errors.New("--username and --password must not be empty")

@@ -136,6 +136,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"--listen", "nowhere"}, `ontap-sim: --listen "nowhere": `},
 		{[]string{"--log-format", "xml"}, `ontap-sim: --log-format "xml": want text or json`},
 		{[]string{"--iscsi-lifs", "10.0.0.300"}, `ontap-sim: --iscsi-lifs: "10.0.0.300" is not an IP address`},
+		{[]string{"--dataplane", "fuse"}, `ontap-sim: --dataplane "fuse": want file or kernel`},
 	} {
 		out, code := runToExit(t, tc.args...)
 		if code != 2 || !strings.HasPrefix(out, tc.want) || strings.Count(out, "\n") != 1 {

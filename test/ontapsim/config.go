@@ -59,6 +59,19 @@ type Config struct {
 	// TLSHosts are extra DNS names or IPs for the server certificate.
 	TLSHosts []string
 
+	// DataPlane is DataPlaneFile (default: the /sim endpoints the test
+	// shims use) or DataPlaneKernel: LIO and nfsd of the kernel the
+	// simulator runs on serve the SVM's LUNs and exports (kernel.go; root,
+	// in a VM: test/vm).
+	DataPlane string
+	// ConfigfsRoot is LIO's configfs directory (kernel data plane), default
+	// /sys/kernel/config/target.
+	ConfigfsRoot string
+	// NFSRoot is where the kernel data plane mounts volumes at their
+	// junction paths; nfs.conf's [exports] rootdir must name it. Default
+	// /srv/ontap-sim/nfs.
+	NFSRoot string
+
 	JobRetention time.Duration // terminal jobs are kept this long, default 300 s
 	IdleTimeout  time.Duration // keep-alive idle timeout, default 5 s as on ONTAP
 }
@@ -135,6 +148,19 @@ func (c *Config) setDefaults() error {
 		if net.ParseIP(ip) == nil {
 			return fmt.Errorf("data LIF %q is not an IP address", ip)
 		}
+	}
+	switch c.DataPlane {
+	case "":
+		c.DataPlane = DataPlaneFile
+	case DataPlaneFile, DataPlaneKernel:
+	default:
+		return fmt.Errorf("data plane %q: want %s or %s", c.DataPlane, DataPlaneFile, DataPlaneKernel)
+	}
+	if c.ConfigfsRoot == "" {
+		c.ConfigfsRoot = defaultConfigfsRoot
+	}
+	if c.NFSRoot == "" {
+		c.NFSRoot = defaultNFSRoot
 	}
 	if c.JobRetention == 0 {
 		c.JobRetention = 300 * time.Second

@@ -31,6 +31,8 @@ type Simulator struct {
 	// concurrent creates of one name have exactly one winner.
 	creating map[string]string // svm uuid + "/" + name -> job uuid
 
+	kernel *kernelPlane // the kernel data plane, nil with the file one
+
 	dataDir    string
 	tempDir    bool
 	persistent bool
@@ -108,6 +110,14 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	if s.tls, err = loadOrCreateCA(s.dataDir, s.persistent); err != nil {
 		return nil, err
+	}
+	if cfg.DataPlane == DataPlaneKernel {
+		if s.kernel, err = newKernelPlane(&s.cfg); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.syncKernelLocked()
+		s.mu.Unlock()
 	}
 	s.routes = s.buildRoutes()
 	return s, nil
@@ -192,6 +202,9 @@ func (s *Simulator) Close() error {
 		s.jobWG.Wait()
 		s.mu.Lock()
 		s.closeErr = s.saveLocked()
+		if err := s.closeKernelLocked(); err != nil && s.closeErr == nil {
+			s.closeErr = err
+		}
 		s.mu.Unlock()
 		if s.tempDir {
 			if err := os.RemoveAll(s.dataDir); err != nil && s.closeErr == nil {
@@ -246,7 +259,11 @@ func (s *Simulator) load() (bool, error) {
 
 // saveLocked writes the model atomically (temp file, fsync, rename, fsync
 // of the directory) so a crash leaves either the old or the new state.
+//
+// Every committed change passes here, so it is also where the kernel data
+// plane catches up with the model.
 func (s *Simulator) saveLocked() error {
+	s.syncKernelLocked()
 	if !s.persistent {
 		return nil
 	}
