@@ -223,11 +223,12 @@ func TestPublishConflicts(t *testing.T) {
 	// the record and the mount can tell whose they are.
 	a, b := ts.target(t, "pod-a", "shared"), ts.target(t, "pod-b", "pvc-1")
 
-	// Another volume is mounted at the target.
+	// Another volume is mounted at the target: a conflict between volumes
+	// (AlreadyExists is this volume's own incompatible publish).
 	if err := ts.publish("pvc-2", other, a, snw, false); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, ts.publish("pvc-1", staging, a, snw, false), codes.AlreadyExists)
+	wantCode(t, ts.publish("pvc-1", staging, a, snw, false), codes.FailedPrecondition)
 
 	// SINGLE_NODE_SINGLE_WRITER at a second target.
 	ssw := csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
