@@ -221,6 +221,23 @@ func TestStageRefusesAStagingPathHoldingAnotherDevice(t *testing.T) {
 	}
 }
 
+// A reader-only access mode publishes read-only whatever readonly says.
+func TestReaderOnlyModesPublishReadOnly(t *testing.T) {
+	for _, mode := range []csi.VolumeCapability_AccessMode_Mode{
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY, csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY,
+	} {
+		ts := newTestService(t)
+		staging := ts.stageNFS(t, "pvc-1", nfsContext)
+		target := ts.target(t, "pod-a", "pvc-1")
+		if err := ts.publish("pvc-1", staging, target, mode, false); err != nil {
+			t.Fatal(err)
+		}
+		if m := ts.host.mountedAt(target); m == nil || !m.ro {
+			t.Fatalf("%v: target %+v is writable", mode, m)
+		}
+	}
+}
+
 func TestOthersReadsEveryOtherVolumesState(t *testing.T) {
 	ts := newTestService(t)
 	ts.stageNFS(t, "pvc-1", nfsContext)

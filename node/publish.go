@@ -76,7 +76,7 @@ func (s *Service) checkPublish(req *csi.NodePublishVolumeRequest) (*publishReque
 		}
 	}
 	return &publishRequest{
-		volumeID: req.GetVolumeId(), target: target, staging: staging, cap: vc, readOnly: req.GetReadonly(),
+		volumeID: req.GetVolumeId(), target: target, staging: staging, cap: vc, readOnly: req.GetReadonly() || vc.readerOnly(),
 	}, nil
 }
 
