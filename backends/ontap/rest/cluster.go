@@ -137,10 +137,13 @@ func (c *Client) Aggregate(ctx context.Context, name string) (*Aggregate, error)
 			} `json:"primary"`
 		} `json:"block_storage"`
 	}
-	recs, err := list[wire](ctx, c, "/storage/aggregates", "/storage/aggregates", url.Values{
-		"name":   {queryLiteral(name)},
+	q := url.Values{
 		"fields": {"uuid,name,state,node.name,space.footprint,space.block_storage.size,space.block_storage.used,space.block_storage.available,block_storage.primary.disk_type"},
-	})
+	}
+	if err := literalQuery(q, "name", name); err != nil {
+		return nil, err
+	}
+	recs, err := list[wire](ctx, c, "/storage/aggregates", "/storage/aggregates", q)
 	if err != nil {
 		return nil, err
 	}

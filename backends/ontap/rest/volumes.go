@@ -261,7 +261,11 @@ func (c *Client) CloneVolume(ctx context.Context, v VolumeClone) error {
 
 // GetVolume returns the SVM's volume called name; NotFound if there is none.
 func (c *Client) GetVolume(ctx context.Context, name string) (*Volume, error) {
-	vols, err := c.listVolumes(ctx, queryLiteral(name))
+	lit, err := queryLiteral(name)
+	if err != nil {
+		return nil, err
+	}
+	vols, err := c.listVolumes(ctx, lit)
 	if err != nil {
 		return nil, err
 	}
@@ -278,11 +282,21 @@ func (c *Client) GetVolume(ctx context.Context, name string) (*Volume, error) {
 // ListVolumes returns the SVM's FlexVols whose names start with prefix,
 // following pagination.
 func (c *Client) ListVolumes(ctx context.Context, prefix string) ([]Volume, error) {
-	if prefix != "" && queryLiteral(prefix) != prefix {
-		return nil, &Error{Class: ClassInvalid, Endpoint: "GET /storage/volumes",
-			Message: fmt.Sprintf("volume name prefix %q contains query operators", prefix)}
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
 	}
 	return c.listVolumes(ctx, prefix+"*")
+}
+
+// checkPrefix refuses a volume name prefix with query operators in it: a
+// prefix filter is the prefix followed by the wildcard, which no literal
+// can hold.
+func checkPrefix(prefix string) error {
+	if lit, err := queryLiteral(prefix); err != nil || lit != prefix {
+		return &Error{Class: ClassInvalid, Endpoint: "GET /storage/volumes",
+			Message: fmt.Sprintf("volume name prefix %q contains query operators", prefix)}
+	}
+	return nil
 }
 
 func (c *Client) listVolumes(ctx context.Context, nameQuery string) ([]Volume, error) {
