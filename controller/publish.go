@@ -30,6 +30,12 @@ func (s *Service) publish(ctx context.Context, req *csi.ControllerPublishVolumeR
 	if req.GetVolumeCapability() == nil {
 		return nil, invalidArg("volume capability is required")
 	}
+	if req.GetReadonly() {
+		// The CO MUST send false without PUBLISH_READONLY (CSI spec,
+		// ControllerPublishVolumeRequest.readonly); Kubernetes does. See
+		// the capabilities in service.go for why it is not advertised.
+		return nil, invalidArg("readonly: this plugin does not advertise PUBLISH_READONLY; a read-only volume is published read-only by the node (NodePublishVolume readonly)")
+	}
 	use, err := parseCapabilities([]*csi.VolumeCapability{req.GetVolumeCapability()})
 	if err != nil {
 		return nil, err

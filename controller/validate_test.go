@@ -89,6 +89,10 @@ func TestBadInputIsRefusedBeforeAnythingChanges(t *testing.T) {
 			_, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: huge})
 			return err
 		}},
+		{"ControllerPublishVolume readonly", "PUBLISH_READONLY", func() error {
+			_, err := s.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: "v1", NodeId: "node-1", VolumeCapability: caps[0], Readonly: true})
+			return err
+		}},
 		{"ControllerPublishVolume mode 99", "access_mode", func() error {
 			_, err := s.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: "v1", NodeId: "node-1", VolumeCapability: mountCap(99, "")})
 			return err
