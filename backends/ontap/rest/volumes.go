@@ -55,6 +55,7 @@ type VolumeCreate struct {
 	Encryption             *bool
 	TieringPolicy          string // ONTAP's names: none, auto, snapshot_only, all, backup
 	QoSPolicy              string
+	LargeSize              bool // space.large_size_enabled (ONTAP 9.12.1+)
 }
 
 // VolumeClone describes a FlexClone of an existing volume.
@@ -73,6 +74,7 @@ type VolumeModify struct {
 	Comment           *string
 	SnapshotDirAccess *bool
 	SplitClone        bool // start splitting a FlexClone from its parent
+	LargeSize         bool // enable space.large_size_enabled (ONTAP 9.12.1+)
 }
 
 type nameRef struct {
@@ -195,8 +197,15 @@ func (c *Client) CreateVolume(ctx context.Context, v VolumeCreate) error {
 	if v.SnapshotPolicy != "" {
 		body["snapshot_policy"] = nameRef{Name: v.SnapshotPolicy}
 	}
+	space := map[string]any{}
 	if v.SnapshotReservePercent != nil {
-		body["space"] = map[string]any{"snapshot": map[string]int{"reserve_percent": *v.SnapshotReservePercent}}
+		space["snapshot"] = map[string]int{"reserve_percent": *v.SnapshotReservePercent}
+	}
+	if v.LargeSize {
+		space["large_size_enabled"] = true
+	}
+	if len(space) > 0 {
+		body["space"] = space
 	}
 	if v.SnapshotDirAccess != nil {
 		body["snapshot_directory_access_enabled"] = *v.SnapshotDirAccess
@@ -345,6 +354,9 @@ func (c *Client) ModifyVolume(ctx context.Context, uuid string, m VolumeModify) 
 	}
 	if m.SplitClone {
 		body["clone"] = map[string]bool{"split_initiated": true}
+	}
+	if m.LargeSize {
+		body["space"] = map[string]bool{"large_size_enabled": true}
 	}
 	if len(body) == 0 {
 		return &Error{Class: ClassInvalid, Endpoint: "PATCH " + endpoint, Message: "nothing to modify"}
