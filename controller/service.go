@@ -107,7 +107,7 @@ func (s *Service) backendSet() (bs []backends.Backend, incomplete error) {
 //     is refused (InvalidArgument), never silently ignored.
 //   - LIST_VOLUMES_PUBLISHED_NODES and GET_VOLUME: publications are not
 //     recorded anywhere the controller could list them cheaply.
-//   - MODIFY_VOLUME, SINGLE_NODE_MULTI_WRITER (see checkAccessMode).
+//   - MODIFY_VOLUME.
 var capabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 	csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,

@@ -49,20 +49,18 @@ func checkMap(field string, m map[string]string) error {
 	return nil
 }
 
-// checkAccessMode accepts the modes of the CSI enum this controller
-// serves. SINGLE_NODE_SINGLE_WRITER and SINGLE_NODE_MULTI_WRITER are for
-// COs using the SINGLE_NODE_MULTI_WRITER controller capability, which this
-// controller does not advertise (as Trident before 26.06): a CO that sends
-// them anyway is told so rather than guessed at. UNKNOWN and values outside
-// the enum are refused.
+// checkAccessMode accepts the modes of the CSI enum. The two single-node
+// modes that replace SINGLE_NODE_WRITER are single-node modes here too:
+// the node advertises SINGLE_NODE_MULTI_WRITER and tells them apart, and a
+// CO that looks at the node's capabilities (csi-sanity does) sends them to
+// the controller as well. UNKNOWN and values outside the enum are refused.
 func checkAccessMode(field string, m csi.VolumeCapability_AccessMode_Mode) error {
 	switch m {
 	case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
 		csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER,
-		csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER:
+		csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER,
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
 		return nil
-	case csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
-		return invalidArg("%s %s needs the SINGLE_NODE_MULTI_WRITER controller capability, which this plugin does not advertise", field, m)
 	case csi.VolumeCapability_AccessMode_UNKNOWN:
 		return invalidArg("%s is missing (UNKNOWN)", field)
 	}
