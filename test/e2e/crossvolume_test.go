@@ -122,6 +122,22 @@ type xcell struct {
 	code codes.Code
 }
 
+// runCells makes each call, checks its code, and that a refusal (or an OK
+// that has nothing to do) left the node as it was.
+func (r *rig) runCells(t *testing.T, cells []xcell) {
+	t.Helper()
+	for _, cell := range cells {
+		before := r.world(t)
+		err := cell.call()
+		if got := status.Code(err); got != cell.code {
+			t.Errorf("%s: code %v (%v), want %v", cell.name, got, err, cell.code)
+		}
+		if after := r.world(t); !slices.Equal(before, after) {
+			t.Fatalf("%s changed the node:\n%s", cell.name, diff(before, after))
+		}
+	}
+}
+
 // crossCells are the calls for volume a on b's paths. A volume that is not
 // staged (staged false) gets the same refusals, for its own reasons.
 func crossCells(c xcalls, a, b *xvol) []xcell {
@@ -159,18 +175,7 @@ func TestCrossVolumeCallsChangeNothing(t *testing.T) {
 			if a == b {
 				continue
 			}
-			t.Run(a.id+" on "+b.id, func(t *testing.T) {
-				for _, cell := range crossCells(c, a, b) {
-					before := r.world(t)
-					err := cell.call()
-					if got := status.Code(err); got != cell.code {
-						t.Errorf("%s: code %v (%v), want %v", cell.name, got, err, cell.code)
-					}
-					if after := r.world(t); !slices.Equal(before, after) {
-						t.Fatalf("%s changed the node:\n%s", cell.name, diff(before, after))
-					}
-				}
-			})
+			t.Run(a.id+" on "+b.id, func(t *testing.T) { r.runCells(t, crossCells(c, a, b)) })
 		}
 	}
 	// B's volumes are whole: written through their targets, then torn down.
@@ -242,16 +247,7 @@ func TestMountsReplacedUnderARecordAreLeftAlone(t *testing.T) {
 					xcell{"NodeUnstageVolume(A) of a staging path holding B", func() error { return c.unstage(a, a.staging) }, codes.FailedPrecondition},
 				)
 			}
-			for _, cell := range cells {
-				before := r.world(t)
-				err := cell.call()
-				if got := status.Code(err); got != cell.code {
-					t.Errorf("%s: code %v (%v), want %v", cell.name, got, err, cell.code)
-				}
-				if after := r.world(t); !slices.Equal(before, after) {
-					t.Fatalf("%s changed the node:\n%s", cell.name, diff(before, after))
-				}
-			}
+			r.runCells(t, cells)
 		})
 	}
 	if _, err := os.Stat(filepath.Join(b.target, "lost+found")); err != nil {
