@@ -88,6 +88,9 @@ type driver struct {
 	pools          []backends.Pool
 	installationID string
 	backendUUID    string
+	// largeVolumes: the cluster runs ONTAP 9.12.1 or later (sizes.go).
+	largeVolumes bool
+	ontapVersion string
 
 	// igroupLocks serializes publish and unpublish per igroup, so that an
 	// unpublish deleting a node's last LUN map and emptied igroup cannot
@@ -146,6 +149,14 @@ func (d *driver) ready(ctx context.Context) error {
 		d.installationID = nameUUID("ontap-csi:igroups:" + svm.UUID)
 	}
 	d.backendUUID = nameUUID("ontap-csi:backend:" + svm.UUID + ":" + d.cfg.BackendName)
+	large, version, err := d.client.LargeVolumes(ctx)
+	if err != nil {
+		// Only sizes over 100 TiB depend on it: without the version they
+		// are refused, everything else works.
+		logrus.WithContext(ctx).WithField("backend", d.Name()).WithError(err).Warn("cannot read the ONTAP version; volumes over 100 TiB are refused")
+		version = "an unknown version"
+	}
+	d.largeVolumes, d.ontapVersion = large, version
 	d.pools = d.buildPools(svm)
 	d.svm = svm
 	logrus.WithContext(ctx).WithFields(logrus.Fields{

@@ -844,3 +844,51 @@ func TestFullAggregateIsExhausted(t *testing.T) {
 		})
 	}
 }
+
+// ONTAP's size limits (sizes.go) are the driver's: a size ONTAP cannot hold
+// is OutOfRange before anything is made, and a FlexVol over 100 TiB gets
+// large size enabled where ONTAP has it (9.12.1+).
+func TestSizeLimits(t *testing.T) {
+	nas, s := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, nil)
+	before := len(s.Volumes())
+	for _, size := range []int64{1 << 60, 301 << 40} {
+		_, err := nas.CreateVolume(ctxT(t), &backends.CreateRequest{Name: "pvc-huge", Pool: "aggr1", SizeBytes: size, AccessType: backends.AccessMount})
+		if !errors.Is(err, backends.ErrOutOfRange) || !strings.Contains(err.Error(), "300 TiB") {
+			t.Fatalf("%d bytes: %v, want out of range", size, err)
+		}
+	}
+	if len(s.Volumes()) != before || len(s.ExportPolicies()) != 1 {
+		t.Fatal("a refused create changed ONTAP")
+	}
+	big := create(t, nas, "pvc-big", 150<<40, backends.AccessMount)
+	if v := simVolume(t, s, "trident_pvc_big"); !v.LargeSize || v.Size < 150<<40 {
+		t.Fatalf("150 TiB volume: %+v", v)
+	}
+	small := create(t, nas, "pvc-small", 1<<30, backends.AccessMount)
+	if _, err := nas.ExpandVolume(ctxT(t), small, 200<<40); err != nil {
+		t.Fatal(err)
+	}
+	if v := simVolume(t, s, "trident_pvc_small"); !v.LargeSize || v.Size < 200<<40 {
+		t.Fatalf("volume grown to 200 TiB: %+v", v)
+	}
+	if _, err := nas.ExpandVolume(ctxT(t), big, 400<<40); !errors.Is(err, backends.ErrOutOfRange) {
+		t.Fatalf("grow to 400 TiB: %v", err)
+	}
+
+	// Before 9.12.1 there are no large volumes: 100 TiB and 16 TiB LUNs.
+	old, oldSim := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{ONTAPVersion: "9.11.1"}, nil)
+	_, err := old.CreateVolume(ctxT(t), &backends.CreateRequest{Name: "pvc-big", Pool: "aggr1", SizeBytes: 150 << 40, AccessType: backends.AccessMount})
+	if !errors.Is(err, backends.ErrOutOfRange) || !strings.Contains(err.Error(), "9.11.1") {
+		t.Fatalf("150 TiB on ONTAP 9.11.1: %v", err)
+	}
+	if len(oldSim.Volumes()) != 1 {
+		t.Fatal("a refused create changed ONTAP")
+	}
+	san, _ := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{ONTAPVersion: "9.11.1"}, nil)
+	for _, size := range []int64{17 << 40, 129 << 40} {
+		_, err := san.CreateVolume(ctxT(t), &backends.CreateRequest{Name: "pvc-lun", Pool: "aggr1", SizeBytes: size, AccessType: backends.AccessBlock, FSType: backends.FSTypeRaw})
+		if !errors.Is(err, backends.ErrOutOfRange) {
+			t.Fatalf("LUN of %d bytes on ONTAP 9.11.1: %v", size, err)
+		}
+	}
+}

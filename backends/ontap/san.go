@@ -97,6 +97,10 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 	if err != nil {
 		return nil, err
 	}
+	volSize, large, err := s.fitFlexVol(req.SizeBytes, st.snapshotReserve, lunHeadroom, true)
+	if err != nil {
+		return nil, err
+	}
 	meta := s.meta(req, st)
 	comment, err := s.newComment(meta)
 	if err != nil {
@@ -113,7 +117,7 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 		}
 	} else {
 		v, err = s.createFlexVol(ctx, req, rest.VolumeCreate{
-			Name: s.volumeName(req.Name), Size: flexVolSize(req.SizeBytes, st.snapshotReserve, lunHeadroom),
+			Name: s.volumeName(req.Name), Size: volSize, LargeSize: large,
 			SpaceReserve: st.SpaceReserve, SnapshotPolicy: st.SnapshotPolicy, SnapshotReservePercent: &st.snapshotReserve,
 			Comment: comment, Encryption: st.Encryption, TieringPolicy: st.TieringPolicy,
 		})
@@ -153,8 +157,12 @@ func (s *sanDriver) finishClone(ctx context.Context, v *rest.Volume, req *backen
 	if v.Comment != comment {
 		m.Comment = &comment
 	}
-	if size := flexVolSize(req.SizeBytes, v.SnapshotReservePercent, lunHeadroom); size > v.Size {
-		m.Size = &size
+	size, large, err := s.fitFlexVol(req.SizeBytes, v.SnapshotReservePercent, lunHeadroom, true)
+	if err != nil {
+		return err
+	}
+	if size > v.Size {
+		m.Size, m.LargeSize = &size, large
 	}
 	if m != (rest.VolumeModify{}) {
 		if err := s.client.ModifyVolume(ctx, v.UUID, m); err != nil {
@@ -180,7 +188,7 @@ func (s *sanDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 	if h.lun == nil {
 		return nil, backends.Errorf(backends.ErrNotFound, "volume %s has no LUN", vol.ID)
 	}
-	if err := s.resizeFlexVol(ctx, vol, size, lunHeadroom); err != nil {
+	if err := s.resizeFlexVol(ctx, vol, size, lunHeadroom, true); err != nil {
 		return nil, err
 	}
 	if size > h.lun.Size {

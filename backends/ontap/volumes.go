@@ -360,15 +360,19 @@ func names(vols []*rest.Volume) []string {
 
 // resizeFlexVol grows the FlexVol of vol so that size bytes stay usable
 // beside the snapshot reserve, times factor (the LUN headroom of
-// ontap-san), and records the new size, in one PATCH.
-func (d *driver) resizeFlexVol(ctx context.Context, vol *backends.Volume, size int64, factor float64) error {
+// ontap-san, whose LUN grows to size when lun is set), and records the new
+// size, in one PATCH, which enables large size when the new size needs it.
+func (d *driver) resizeFlexVol(ctx context.Context, vol *backends.Volume, size int64, factor float64, lun bool) error {
 	h := handleOf(vol)
+	want, large, err := d.fitFlexVol(size, h.vol.SnapshotReservePercent, factor, lun)
+	if err != nil {
+		return err
+	}
 	comment, err := d.recordSize(vol.ID, h, size)
 	if err != nil {
 		return err
 	}
-	m := rest.VolumeModify{Comment: &comment}
-	want := flexVolSize(size, h.vol.SnapshotReservePercent, factor)
+	m := rest.VolumeModify{Comment: &comment, LargeSize: large}
 	if want > h.vol.Size {
 		if len(h.vol.Aggregates) > 0 {
 			if err := d.checkAggregateLimit(ctx, h.vol.Aggregates[0], h.vol.SpaceReserve, want-h.vol.Size); err != nil {

@@ -46,8 +46,10 @@
 // while the winner is still running). Config.SyncDuplicateCheck reports
 // that as a synchronous 409 instead (docs/design/ontap-rest.md §7 point 3).
 //
-// Rules modelled: volume names (917886/917887/917888), 20 MiB minimum
-// (917534), sizes rounded up to 4 KiB (volumes and LUNs), junction paths
+// Rules modelled: volume names (917886/917887/917888), 20 MiB minimum and
+// 100 TiB maximum (917534; 300 TiB with space.large_size_enabled, 9.12.1+),
+// LUNs of 16 TiB at most in a volume without large size (5374125), sizes
+// rounded up to 4 KiB (volumes and LUNs), junction paths
 // (absolute, unique case-insensitively, parent mounted or a directory of a
 // mounted volume; offline volumes lose theirs), LUN names and sizes, LUN
 // cannot shrink (5374892) or be patched to its size (1254226), mapped LUN

@@ -40,6 +40,9 @@ var lunOSTypes = []string{"aix", "hpux", "hyper_v", "linux", "netware", "openvms
 const (
 	minLUNSize = 4096
 	maxLUNSize = 128 * tib
+	// maxSmallLUNSize is the largest file, so LUN, of a volume without
+	// space.large_size_enabled (docs/design/ontap-rest.md §4.2).
+	maxSmallLUNSize = 16 * tib
 )
 
 var lunLeafRE = regexp.MustCompile(`^[A-Za-z0-9\-._{}]+$`)
@@ -71,6 +74,15 @@ func checkLUNSize(size int64) *apiError {
 		return errInvalid(codeLUNSizeTooSmall, "space.size", "The LUN size %d is too small. The minimum size is 4096 bytes.", size)
 	case size > maxLUNSize:
 		return errInvalid(codeLUNSizeTooLarge, "space.size", "The LUN size %d is too large. The maximum size is 128TB.", size)
+	}
+	return nil
+}
+
+// checkLUNInVolume refuses a LUN larger than its volume's files may be.
+func checkLUNInVolume(size int64, v *volumeState) *apiError {
+	if size > maxSmallLUNSize && !v.LargeSize {
+		return errInvalid(codeLUNSizeTooLarge, "space.size",
+			"The LUN size %d is too large. The maximum size is 16TB unless the volume has large size enabled.", size)
 	}
 	return nil
 }
@@ -361,6 +373,9 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 	case m.lunByPath(spec.SVM.UUID, spec.Path) != nil:
 		return nil, errConflict(codeLUNExists, "name", "A LUN or NVMe namespace already exists at path %q.", spec.Path)
 	}
+	if err := checkLUNInVolume(spec.Size, v); err != nil {
+		return nil, err
+	}
 	l := &lunState{
 		UUID: newUUID(), Volume: v.UUID, Leaf: spec.Leaf, SVM: spec.SVM.UUID, Size: spec.Size,
 		OSType: spec.OSType, Reserved: spec.Reserved, Comment: spec.Comment, QoSPolicy: spec.QoSPolicy,
@@ -563,6 +578,9 @@ func (s *Simulator) applyLUNPatch(uuid string, p *lunPatch) *apiError {
 			return errInvalid(codeLUNSameSize, "space.size", "Cannot modify the LUN size to its current size (%d bytes).", newSize)
 		case newSize < cur.Size:
 			return errInvalid(codeLUNShrink, "space.size", "Reducing the size of a LUN is not supported (current %d bytes, requested %d).", cur.Size, newSize)
+		}
+		if err := checkLUNInVolume(newSize, v); err != nil {
+			return err
 		}
 	}
 	res := cur.Reserved

@@ -106,6 +106,7 @@ type volumeState struct {
 	Encryption      bool             `json:"encryption"`
 	QoSPolicy       string           `json:"qos_policy,omitempty"`
 	AutosizeMode    string           `json:"autosize_mode"`
+	LargeSize       bool             `json:"large_size,omitempty"` // space.large_size_enabled
 	IsSVMRoot       bool             `json:"is_svm_root,omitempty"`
 	CloneParent     string           `json:"clone_parent,omitempty"`      // parent volume UUID while a FlexClone
 	CloneParentSnap string           `json:"clone_parent_snap,omitempty"` // parent snapshot UUID

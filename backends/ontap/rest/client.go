@@ -640,10 +640,14 @@ func (c *Client) svm(ctx context.Context) (string, error) {
 	if c.svmUUID != "" {
 		return c.svmUUID, nil
 	}
+	q := url.Values{"fields": {"uuid,name"}}
+	if err := literalQuery(q, "name", c.cfg.SVM); err != nil {
+		return "", err
+	}
 	recs, err := list[struct {
 		UUID string `json:"uuid"`
 		Name string `json:"name"`
-	}](ctx, c, "/svm/svms", "/svm/svms", url.Values{"name": {queryLiteral(c.cfg.SVM)}, "fields": {"uuid,name"}})
+	}](ctx, c, "/svm/svms", "/svm/svms", q)
 	if err != nil {
 		return "", err
 	}
@@ -655,14 +659,32 @@ func (c *Client) svm(ctx context.Context) (string, error) {
 	return c.svmUUID, nil
 }
 
-// queryLiteral quotes a value for an ONTAP query filter when it contains
-// characters ONTAP would read as operators (* | ! < > ..), so that names
-// match literally.
-func queryLiteral(v string) string {
-	if strings.ContainsAny(v, "*|!<>{}\"") || strings.Contains(v, "..") {
-		return "{" + v + "}"
+// queryLiteral returns the filter that matches v and nothing else in
+// ONTAP's query language (docs/design/ontap-rest.md §2.1). A value without
+// operators (* | ! < > .. braces, quotes, or the word null) is its own
+// filter. Any other is made literal with braces, or with double quotes when
+// it holds braces itself, so that a name never becomes a wildcard, an
+// alternative, a range or null. A value holding both braces and double
+// quotes cannot be written literally: ClassInvalid.
+func queryLiteral(v string) (string, error) {
+	switch {
+	case v != "null" && !strings.ContainsAny(v, "*|!<>{}\"") && !strings.Contains(v, ".."):
+		return v, nil
+	case !strings.ContainsAny(v, "{}"):
+		return "{" + v + "}", nil
+	case !strings.Contains(v, `"`):
+		return `"` + v + `"`, nil
 	}
-	return v
+	return "", &Error{Class: ClassInvalid, Message: fmt.Sprintf("%q holds both braces and double quotes: no ONTAP query matches it literally", v)}
+}
+
+// literalQuery sets field to the literal filter for v.
+func literalQuery(q url.Values, field, v string) error {
+	lit, err := queryLiteral(v)
+	if err == nil {
+		q.Set(field, lit)
+	}
+	return err
 }
 
 // notFound builds the error of a "get by name" that matched no record.

@@ -112,7 +112,11 @@ func (c *Client) CreateLUN(ctx context.Context, l LUNCreate) (*LUN, error) {
 
 // GetLUN returns the LUN at path; NotFound if there is none.
 func (c *Client) GetLUN(ctx context.Context, path string) (*LUN, error) {
-	luns, err := c.ListLUNs(ctx, queryLiteral(path))
+	lit, err := queryLiteral(path)
+	if err != nil {
+		return nil, err
+	}
+	luns, err := c.ListLUNs(ctx, lit)
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,11 @@ func (c *Client) CreateSnapshot(ctx context.Context, volumeUUID, name string) er
 
 // GetSnapshot returns a volume's snapshot by name; NotFound if absent.
 func (c *Client) GetSnapshot(ctx context.Context, volumeUUID, name string) (*Snapshot, error) {
-	snaps, err := c.listSnapshots(ctx, volumeUUID, url.Values{"name": {queryLiteral(name)}})
+	q := url.Values{}
+	if err := literalQuery(q, "name", name); err != nil {
+		return nil, err
+	}
+	snaps, err := c.listSnapshots(ctx, volumeUUID, q)
 	if err != nil {
 		return nil, err
 	}
@@ -110,13 +114,18 @@ func (c *Client) ListAllSnapshots(ctx context.Context, volumePrefix, name string
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPrefix(volumePrefix); err != nil {
+		return nil, err
+	}
 	q := url.Values{
 		"svm.uuid":    {svm},
-		"volume.name": {queryLiteral(volumePrefix) + "*"},
+		"volume.name": {volumePrefix + "*"},
 		"fields":      {"uuid,name,create_time,volume.name,volume.uuid"},
 	}
 	if name != "" {
-		q.Set("name", queryLiteral(name))
+		if err := literalQuery(q, "name", name); err != nil {
+			return nil, err
+		}
 	}
 	type wire struct {
 		snapshotWire
@@ -141,7 +150,9 @@ func (c *Client) ListAllSnapshots(ctx context.Context, volumePrefix, name string
 	for _, v := range vols {
 		q := url.Values{}
 		if name != "" {
-			q.Set("name", queryLiteral(name))
+			if err := literalQuery(q, "name", name); err != nil {
+				return nil, err
+			}
 		}
 		snaps, err := c.listSnapshots(ctx, v.UUID, q)
 		if IsNotFound(err) {

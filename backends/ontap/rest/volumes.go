@@ -55,6 +55,7 @@ type VolumeCreate struct {
 	Encryption             *bool
 	TieringPolicy          string // ONTAP's names: none, auto, snapshot_only, all, backup
 	QoSPolicy              string
+	LargeSize              bool // space.large_size_enabled (ONTAP 9.12.1+)
 }
 
 // VolumeClone describes a FlexClone of an existing volume.
@@ -73,6 +74,7 @@ type VolumeModify struct {
 	Comment           *string
 	SnapshotDirAccess *bool
 	SplitClone        bool // start splitting a FlexClone from its parent
+	LargeSize         bool // enable space.large_size_enabled (ONTAP 9.12.1+)
 }
 
 type nameRef struct {
@@ -195,8 +197,15 @@ func (c *Client) CreateVolume(ctx context.Context, v VolumeCreate) error {
 	if v.SnapshotPolicy != "" {
 		body["snapshot_policy"] = nameRef{Name: v.SnapshotPolicy}
 	}
+	space := map[string]any{}
 	if v.SnapshotReservePercent != nil {
-		body["space"] = map[string]any{"snapshot": map[string]int{"reserve_percent": *v.SnapshotReservePercent}}
+		space["snapshot"] = map[string]int{"reserve_percent": *v.SnapshotReservePercent}
+	}
+	if v.LargeSize {
+		space["large_size_enabled"] = true
+	}
+	if len(space) > 0 {
+		body["space"] = space
 	}
 	if v.SnapshotDirAccess != nil {
 		body["snapshot_directory_access_enabled"] = *v.SnapshotDirAccess
@@ -261,7 +270,11 @@ func (c *Client) CloneVolume(ctx context.Context, v VolumeClone) error {
 
 // GetVolume returns the SVM's volume called name; NotFound if there is none.
 func (c *Client) GetVolume(ctx context.Context, name string) (*Volume, error) {
-	vols, err := c.listVolumes(ctx, queryLiteral(name))
+	lit, err := queryLiteral(name)
+	if err != nil {
+		return nil, err
+	}
+	vols, err := c.listVolumes(ctx, lit)
 	if err != nil {
 		return nil, err
 	}
@@ -278,11 +291,21 @@ func (c *Client) GetVolume(ctx context.Context, name string) (*Volume, error) {
 // ListVolumes returns the SVM's FlexVols whose names start with prefix,
 // following pagination.
 func (c *Client) ListVolumes(ctx context.Context, prefix string) ([]Volume, error) {
-	if prefix != "" && queryLiteral(prefix) != prefix {
-		return nil, &Error{Class: ClassInvalid, Endpoint: "GET /storage/volumes",
-			Message: fmt.Sprintf("volume name prefix %q contains query operators", prefix)}
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
 	}
 	return c.listVolumes(ctx, prefix+"*")
+}
+
+// checkPrefix refuses a volume name prefix with query operators in it: a
+// prefix filter is the prefix followed by the wildcard, which no literal
+// can hold.
+func checkPrefix(prefix string) error {
+	if lit, err := queryLiteral(prefix); err != nil || lit != prefix {
+		return &Error{Class: ClassInvalid, Endpoint: "GET /storage/volumes",
+			Message: fmt.Sprintf("volume name prefix %q contains query operators", prefix)}
+	}
+	return nil
 }
 
 func (c *Client) listVolumes(ctx context.Context, nameQuery string) ([]Volume, error) {
@@ -331,6 +354,9 @@ func (c *Client) ModifyVolume(ctx context.Context, uuid string, m VolumeModify) 
 	}
 	if m.SplitClone {
 		body["clone"] = map[string]bool{"split_initiated": true}
+	}
+	if m.LargeSize {
+		body["space"] = map[string]bool{"large_size_enabled": true}
 	}
 	if len(body) == 0 {
 		return &Error{Class: ClassInvalid, Endpoint: "PATCH " + endpoint, Message: "nothing to modify"}
