@@ -136,6 +136,9 @@ func (d *driver) ready(ctx context.Context) error {
 	if a := d.cfg.Aggregate; a != "" && !slices.ContainsFunc(svm.Aggregates, func(x rest.SVMAggregate) bool { return x.Name == a }) {
 		return backends.Errorf(backends.ErrUnavailable, "backend %s: aggregate %s is not assigned to SVM %s", d.Name(), a, svm.Name)
 	}
+	if err := d.checkBalancedPlacement(ctx); err != nil {
+		return err
+	}
 	if d.initProtocol != nil {
 		if err := d.initProtocol(ctx); err != nil {
 			return err
@@ -151,6 +154,22 @@ func (d *driver) ready(ctx context.Context) error {
 	logrus.WithContext(ctx).WithFields(logrus.Fields{
 		"backend": d.Name(), "svm": svm.Name, "svmUUID": svm.UUID, "pools": len(d.pools),
 	}).Info("ONTAP backend connected")
+	return nil
+}
+
+// checkBalancedPlacement refuses a backend whose pools ask for balanced
+// placement on an ONTAP that cannot do it, as Trident does at start.
+func (d *driver) checkBalancedPlacement(ctx context.Context) error {
+	if !d.usesBalancedPlacement() {
+		return nil
+	}
+	ok, release, err := d.client.SupportsBalancedPlacement(ctx)
+	if err != nil {
+		return backends.Errorf(backends.ErrUnavailable, "backend %s: reading the ONTAP version: %w", d.Name(), err)
+	}
+	if !ok {
+		return backends.Errorf(backends.ErrUnavailable, "backend %s: useBalancedPlacement needs ONTAP 9.19.1 or later; the cluster runs %s", d.Name(), release)
+	}
 	return nil
 }
 

@@ -52,6 +52,26 @@ func (c *Client) cluster(ctx context.Context) (*clusterInfo, error) {
 	}}, nil
 }
 
+// Version returns the cluster's ONTAP release, e.g. "9.19.1".
+func (c *Client) Version(ctx context.Context) (string, error) {
+	ci, err := c.cluster(ctx)
+	if err != nil {
+		return "", err
+	}
+	return ci.Version.String(), nil
+}
+
+// SupportsBalancedPlacement reports whether ONTAP can place a new volume
+// itself (POST /application/containers, ONTAP 9.19.1+, which Trident's
+// useBalancedPlacement needs), and the release it read.
+func (c *Client) SupportsBalancedPlacement(ctx context.Context) (bool, string, error) {
+	ci, err := c.cluster(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	return ci.Version.atLeast(9, 19, 1), ci.Version.String(), nil
+}
+
 // SVM is the configured storage VM.
 type SVM struct {
 	UUID       string
