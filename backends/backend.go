@@ -103,6 +103,9 @@ type Pool struct {
 	Topologies []map[string]string
 	// Media is hdd, ssd or hybrid; "" when unknown.
 	Media string
+	// Region and Zone are Trident's pool attributes of the same names,
+	// which a StorageClass may request; "" offers none.
+	Region, Zone string
 	// ProvisioningTypes lists what the pool offers: "thin", "thick".
 	ProvisioningTypes []string
 }

@@ -107,6 +107,7 @@ func TestCreateVolumeArguments(t *testing.T) {
 		{"limit below minimum", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, CapacityRange: &csi.CapacityRange{LimitBytes: 1 << 20}}, codes.OutOfRange},
 		{"unknown parameter", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"iops": "5"}}, codes.InvalidArgument},
 		{"bad provisioningType", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"provisioningType": "fat"}}, codes.InvalidArgument},
+		{"IOPS, which no ONTAP pool offers", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"IOPS": "500"}}, codes.InvalidArgument},
 		{"bad snapshotReserve", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"snapshotReserve": "95"}}, codes.InvalidArgument},
 		{"bad storagePools", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"storagePools": "nopool"}}, codes.InvalidArgument},
 		{"bad selector", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"selector": "a in (b"}}, codes.InvalidArgument},

@@ -25,7 +25,7 @@ func (d *driver) buildPools(svm *rest.SVM) []backends.Pool {
 		}
 		pools = append(pools, backends.Pool{
 			Name: vp.Name, Labels: vp.Labels, Topologies: vp.SupportedTopologies, ProvisioningTypes: []string{pt},
-			Media: d.mediaOf(svm, d.cfg.Aggregate),
+			Media: d.mediaOf(svm, d.cfg.Aggregate), Region: vp.Region, Zone: vp.Zone,
 		})
 	}
 	if len(pools) > 0 {
@@ -33,7 +33,7 @@ func (d *driver) buildPools(svm *rest.SVM) []backends.Pool {
 	}
 	if d.cfg.UseBalancedPlacement {
 		return []backends.Pool{{Name: ManagedPool, Labels: d.cfg.Labels, Topologies: d.cfg.SupportedTopologies,
-			ProvisioningTypes: []string{"thin", "thick"}}}
+			ProvisioningTypes: []string{"thin", "thick"}, Region: d.cfg.Region, Zone: d.cfg.Zone}}
 	}
 	for _, a := range svm.Aggregates {
 		if d.cfg.Aggregate != "" && a.Name != d.cfg.Aggregate {
@@ -42,6 +42,7 @@ func (d *driver) buildPools(svm *rest.SVM) []backends.Pool {
 		pools = append(pools, backends.Pool{
 			Name: a.Name, Labels: d.cfg.Labels, Topologies: d.cfg.SupportedTopologies,
 			Media: d.mediaOf(svm, a.Name), ProvisioningTypes: []string{"thin", "thick"},
+			Region: d.cfg.Region, Zone: d.cfg.Zone,
 		})
 	}
 	return pools
