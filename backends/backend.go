@@ -273,3 +273,27 @@ func Kind(err error) error {
 	}
 	return nil
 }
+
+// namedError says which backend an error is about.
+type namedError struct {
+	backend string
+	err     error
+}
+
+func (e *namedError) Error() string { return "backend " + e.backend + ": " + e.err.Error() }
+func (e *namedError) Unwrap() error { return e.err }
+
+// Named prefixes err with its backend's name, unless it already names that
+// backend: a backend names itself in the failures every call can meet
+// (cannot reach its storage), and callers name the backend of whatever a
+// call returned, so the name shows once, not twice.
+func Named(backend string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ne *namedError
+	if errors.As(err, &ne) && ne.backend == backend {
+		return err
+	}
+	return &namedError{backend: backend, err: err}
+}

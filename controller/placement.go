@@ -45,7 +45,7 @@ func (s *Service) placements(ctx context.Context, p *parameters, use *volumeUse,
 		}
 		pools, err := b.Pools(ctx)
 		if err != nil {
-			return nil, err
+			return nil, backends.Named(b.Name(), err)
 		}
 		for _, pool := range pools {
 			if p.poolAllowed(b.Name(), pool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -561,5 +562,16 @@ func TestControllerGetCapabilities(t *testing.T) {
 		if got[never] {
 			t.Errorf("%v advertised but not implemented", never)
 		}
+	}
+}
+
+// TestBackendNamedOnce: a backend's failure that names the backend (as
+// its connection failures do) reaches the CO with the name once.
+func TestBackendNamedOnce(t *testing.T) {
+	s, nas, _ := newService(t)
+	nas.failWith = backends.Named("nas1", backends.Errorf(backends.ErrUnavailable, "cannot reach SVM svm0"))
+	_, err := s.CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "")}})
+	if code(err) != codes.Unavailable || strings.Count(err.Error(), "nas1") != 1 {
+		t.Fatalf("err = %v: want Unavailable naming nas1 once", err)
 	}
 }

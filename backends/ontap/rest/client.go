@@ -390,6 +390,30 @@ func isTLSFailure(err error) bool {
 		errors.As(err, &invalidErr) || errors.As(err, &alertErr) || errors.As(err, &recordHdrErr)
 }
 
+// CertificateError returns the certificate verification failure behind err
+// (the server's certificate is not trusted, or does not name the host), or
+// nil when err is not one.
+func CertificateError(err error) error {
+	var verifyErr *tls.CertificateVerificationError
+	if errors.As(err, &verifyErr) && verifyErr.Err != nil {
+		return verifyErr.Err
+	}
+	var (
+		unknownCA   x509.UnknownAuthorityError
+		hostnameErr x509.HostnameError
+		invalidErr  x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &unknownCA):
+		return unknownCA
+	case errors.As(err, &hostnameErr):
+		return hostnameErr
+	case errors.As(err, &invalidErr):
+		return invalidErr
+	}
+	return nil
+}
+
 // backoff returns base·2^(attempt-1) with ±10 % jitter, at most limit.
 func backoff(base, limit time.Duration, attempt int) time.Duration {
 	d := base
