@@ -84,6 +84,22 @@ type Backend interface {
 	DeleteSnapshot(ctx context.Context, snap *Snapshot) error
 }
 
+// Description is what a backend tells about itself for status and
+// metrics, once it has reached its storage system; fields it does not know
+// yet are empty.
+type Description struct {
+	// UUID is Trident's backendUUID as the backend reports it in volume
+	// contexts.
+	UUID          string
+	SVM           string
+	ManagementLIF string
+}
+
+// Describer is a Backend that describes itself.
+type Describer interface {
+	Describe() Description
+}
+
 // Limits are a backend's volume size bounds in bytes; 0 means no bound.
 type Limits struct {
 	MinVolumeSize int64

@@ -107,6 +107,14 @@ func (d *driver) Close() error {
 
 func (d *driver) Driver() string { return d.cfg.StorageDriverName }
 
+// Describe implements backends.Describer; the UUID is known once ONTAP
+// answered.
+func (d *driver) Describe() backends.Description {
+	d.initMu.Lock()
+	defer d.initMu.Unlock()
+	return backends.Description{UUID: d.backendUUID, SVM: d.cfg.SVM, ManagementLIF: d.cfg.ManagementLIF}
+}
+
 // MinimumVolumeSize is ONTAP's (and Trident's) smallest FlexVol.
 const MinimumVolumeSize = 20 << 20
 
