@@ -26,8 +26,9 @@ func (c *cluster) putClaimAndClasses() {
 }
 
 // checkTridentMetrics scrapes the controller's /metrics (Trident's
-// --metrics: port 8001) once its inventory lists pvc-e2e, and checks the
-// exact Trident series with their labels and values.
+// --metrics: port 8001) once its inventory lists pvc-e2e, checks the exact
+// Trident series with their labels and values, and renders the shipped
+// dashboard's queries against the scrape.
 func (c *cluster) checkTridentMetrics(t *testing.T) {
 	t.Helper()
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dialerIn(c.netns), DisableKeepAlives: true}}
@@ -62,4 +63,5 @@ func (c *cluster) checkTridentMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	checkDashboard(t, "../../deploy/grafana/ontap-csi-trident.json", parseScrape(t, scrape))
 }
