@@ -116,6 +116,9 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 			Name: s.volumeName(req.Name), Size: flexVolSize(req.SizeBytes, st.snapshotReserve, lunHeadroom),
 			SpaceReserve: st.SpaceReserve, SnapshotPolicy: st.SnapshotPolicy, SnapshotReservePercent: &st.snapshotReserve,
 			Comment: comment, Encryption: st.Encryption, TieringPolicy: st.TieringPolicy,
+			// As Trident's ontap-san: the FlexVol gets the NAS defaults
+			// too, though iSCSI access does not use them.
+			UnixPermissions: st.UnixPermissions, ExportPolicy: st.ExportPolicy, SecurityStyle: st.SecurityStyle,
 		})
 		if err != nil {
 			return nil, err
