@@ -291,7 +291,7 @@ func (s *Simulator) postVolume(c *call) (*reply, *apiError) {
 
 // startVolumeCreate starts the job of a volume create (spec) or clone
 // create (clone) of name. One create wins per name: the name is reserved
-// until the job ends (ontap-rest.md §7 point 3).
+// until the job ends (docs/design/ontap-rest.md §7, point 3).
 func (s *Simulator) startVolumeCreate(c *call, svm *svmState, name string, spec *volumeSpec, clone *cloneSpec) (*reply, *apiError) {
 	key := svm.UUID + "/" + name
 	var dup *apiError
