@@ -34,15 +34,7 @@ func runBackends(args []string) int {
 		fmt.Fprintf(os.Stderr, "ontap-csi backends: %v\n", err)
 		return 1
 	}
-	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(l)
-	} else {
-		err = writeBackends(os.Stdout, l)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ontap-csi backends: %v\n", err)
+	if !printResult("backends", *asJSON, l, func(w io.Writer) error { return writeBackends(w, l) }) {
 		return 1
 	}
 	for _, b := range l.Backends {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ontap-csi/ontap-csi/controller/inventory"
-	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 var restAddrRE = regexp.MustCompile(`msg="serving GET /trident/v1/version[^\n]*address="?(127\.0\.0\.1:\d+)`)
@@ -21,15 +20,7 @@ var restAddrRE = regexp.MustCompile(`msg="serving GET /trident/v1/version[^\n]*a
 // metrics say which works and, for the one whose ONTAP certificate is not
 // trusted, both fixes with the backend named once.
 func TestBackendHealthAtStart(t *testing.T) {
-	sim, err := ontapsim.New(ontapsim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sim.Close() })
-	base, err := sim.Start("127.0.0.1:0", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, base := tlsSim(t)
 	lif := strings.TrimPrefix(base, "https://")
 	dir := t.TempDir()
 	write := func(name string, extra string) string {

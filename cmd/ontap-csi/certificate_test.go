@@ -21,15 +21,7 @@ import (
 // LIF presents (leaf and CA), the CA's fingerprint, and base64 that, pasted
 // as trustedCACertificate, lets a backend connect.
 func TestCertificateAgainstTheSimulator(t *testing.T) {
-	sim, err := ontapsim.New(ontapsim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sim.Close() })
-	base, err := sim.Start("127.0.0.1:0", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sim, base := tlsSim(t)
 	lif := strings.TrimPrefix(base, "https://")
 	out, code := runToExit(t, "certificate", lif)
 	if code != 0 {
@@ -82,6 +74,22 @@ func TestCertificateSelfSigned(t *testing.T) {
 	if out, code := runToExit(t, "certificate", "127.0.0.1:1"); code != 1 || !strings.Contains(out, "TLS handshake with 127.0.0.1:1") {
 		t.Errorf("nothing listening: exit %d: %s", code, out)
 	}
+}
+
+// tlsSim runs the simulator over HTTPS with its own CA, as an ONTAP
+// management LIF with a certificate that is not publicly trusted.
+func tlsSim(t *testing.T) (*ontapsim.Simulator, string) {
+	t.Helper()
+	sim, err := ontapsim.New(ontapsim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	base, err := sim.Start("127.0.0.1:0", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim, base
 }
 
 func caFingerprint(t *testing.T, pemData []byte) string {
