@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -113,20 +112,4 @@ func tridentNodeCount(s *tridentnodes.Store) func(context.Context) (int, error) 
 		l, err := s.List(ctx)
 		return len(l), err
 	}
-}
-
-// inClusterDynamic is a dynamic client with the pod's service account, or
-// nil outside a pod.
-func inClusterDynamic(t *tridentAPIOptions) dynamic.Interface {
-	cfg := inClusterConfig("the metrics do not count PersistentVolumes, StorageClasses or nodes")
-	if cfg == nil {
-		return nil
-	}
-	cfg.QPS, cfg.Burst = float32(t.k8sQPS), t.k8sBurst
-	client, err := nodeInfoClient(cfg)
-	if err != nil {
-		logrus.WithError(err).Warn("Kubernetes client unusable: the metrics do not count PersistentVolumes, StorageClasses or nodes")
-		return nil
-	}
-	return client
 }

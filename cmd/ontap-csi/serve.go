@@ -125,7 +125,7 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 		// objects. allInOne keeps its in-process registry.
 		if r := nodeAnnotationRegistry(&o.tridentAPI); r != nil {
 			cfg.Nodes = r
-			facts.kube = inClusterDynamic(&o.tridentAPI)
+			facts.kube = inClusterDynamic(&o.tridentAPI, "the metrics do not count PersistentVolumes, StorageClasses or nodes")
 			facts.countNodes = facts.annotatedNodes
 		}
 	}
