@@ -22,7 +22,10 @@ type parameters struct {
 	selector         labels.Selector // nil: no label constraint
 	media            string
 	provisioningType string
-	options          backends.VolumeOptions
+	region, zone     string
+	// iops is set by Trident's IOPS attribute, which no ONTAP pool offers.
+	iops    bool
+	options backends.VolumeOptions
 }
 
 // tridentPrefix marks Trident's PVC-annotation spelling of a parameter
@@ -92,6 +95,16 @@ func (p *parameters) setPlacement(k, v string) (known bool, err error) {
 		err = oneOf(strings.ToLower(v), "nfs")
 	case "sanType":
 		err = oneOf(strings.ToLower(v), "iscsi")
+	case "region":
+		p.region = v
+	case "zone":
+		p.zone = v
+	case "IOPS":
+		// Trident parses it as an integer attribute request; only its
+		// SolidFire pools offer IOPS, so it matches no ONTAP pool (QoS on
+		// ONTAP comes from qosPolicy).
+		_, err = strconv.Atoi(v)
+		p.iops = true
 	case "fsType", "fstype":
 		// The CO turns it into the capability's fs_type.
 	default:

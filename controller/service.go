@@ -96,6 +96,13 @@ func (s *Service) backendSet() (bs []backends.Backend, incomplete error) {
 	return bs, incomplete
 }
 
+// Backends returns the backends served now: the configured ones, then
+// those of the BackendSource.
+func (s *Service) Backends() []backends.Backend {
+	bs, _ := s.backendSet()
+	return bs
+}
+
 // capabilities are the controller RPCs this service implements. Not
 // advertised:
 //   - PUBLISH_READONLY, as in Trident: read-only is the node's mount

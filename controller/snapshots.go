@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -54,7 +53,7 @@ func (s *Service) createSnapshot(ctx context.Context, req *csi.CreateSnapshotReq
 	for _, b := range bs {
 		snaps, err := b.Snapshots(ctx, backends.SnapshotFilter{Name: b.SnapshotName(name)})
 		if err != nil {
-			return nil, fmt.Errorf("backend %s: %w", b.Name(), err)
+			return nil, backends.Named(b.Name(), err)
 		}
 		for _, sn := range snaps {
 			if sn.VolumeID != volID {
@@ -211,7 +210,7 @@ func (s *Service) snapshotsMatching(ctx context.Context, snapID, volID string) (
 	for _, b := range bs {
 		snaps, err := b.Snapshots(ctx, backends.SnapshotFilter{})
 		if err != nil {
-			return nil, fmt.Errorf("backend %s: %w", b.Name(), err)
+			return nil, backends.Named(b.Name(), err)
 		}
 		for _, sn := range snaps {
 			if id := snapshotIDOf(sn); !seen[id] {

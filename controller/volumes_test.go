@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -108,6 +109,7 @@ func TestCreateVolumeArguments(t *testing.T) {
 		{"limit below minimum", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, CapacityRange: &csi.CapacityRange{LimitBytes: 1 << 20}}, codes.OutOfRange},
 		{"unknown parameter", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"iops": "5"}}, codes.InvalidArgument},
 		{"bad provisioningType", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"provisioningType": "fat"}}, codes.InvalidArgument},
+		{"IOPS, which no ONTAP pool offers", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"IOPS": "500"}}, codes.InvalidArgument},
 		{"bad snapshotReserve", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"snapshotReserve": "95"}}, codes.InvalidArgument},
 		{"bad storagePools", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"storagePools": "nopool"}}, codes.InvalidArgument},
 		{"bad selector", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"selector": "a in (b"}}, codes.InvalidArgument},
@@ -559,5 +561,16 @@ func TestControllerGetCapabilities(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("advertised %v, want %v", got, want)
+	}
+}
+
+// TestBackendNamedOnce: a backend's failure that names the backend (as
+// its connection failures do) reaches the CO with the name once.
+func TestBackendNamedOnce(t *testing.T) {
+	s, nas, _ := newService(t)
+	nas.failWith = backends.Named("nas1", backends.Errorf(backends.ErrUnavailable, "cannot reach SVM svm0"))
+	_, err := s.CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "")}})
+	if code(err) != codes.Unavailable || strings.Count(err.Error(), "nas1") != 1 {
+		t.Fatalf("err = %v: want Unavailable naming nas1 once", err)
 	}
 }

@@ -110,6 +110,14 @@ func (d *driver) Close() error {
 
 func (d *driver) Driver() string { return d.cfg.StorageDriverName }
 
+// Describe implements backends.Describer; the UUID is known once ONTAP
+// answered.
+func (d *driver) Describe() backends.Description {
+	d.initMu.Lock()
+	defer d.initMu.Unlock()
+	return backends.Description{UUID: d.backendUUID, SVM: d.cfg.SVM, ManagementLIF: d.cfg.ManagementLIF}
+}
+
 // MinimumVolumeSize is ONTAP's (and Trident's) smallest FlexVol.
 const MinimumVolumeSize = 20 << 20
 
@@ -121,23 +129,33 @@ func (d *driver) Limits() backends.Limits {
 	}
 }
 
-// ready connects to ONTAP once: it finds the SVM, derives the identifiers
-// and pools, and lets the protocol check its service.
+// ready connects to ONTAP once. Its failures are what any call may meet
+// while ONTAP cannot be used, so they name the backend (once: see
+// backends.Named).
 func (d *driver) ready(ctx context.Context) error {
 	d.initMu.Lock()
 	defer d.initMu.Unlock()
 	if d.svm != nil {
 		return nil
 	}
+	return backends.Named(d.Name(), d.connect(ctx))
+}
+
+// connect finds the SVM, derives the identifiers and pools, and lets the
+// protocol check its service. Called with initMu held.
+func (d *driver) connect(ctx context.Context) error {
 	svm, err := d.client.SVM(ctx)
 	if err != nil {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: cannot reach SVM %s: %w", d.Name(), d.cfg.SVM, err)
+		return d.unreachable(err)
 	}
 	if svm.State != "" && svm.State != "running" {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: SVM %s is %s", d.Name(), svm.Name, svm.State)
+		return backends.Errorf(backends.ErrUnavailable, "SVM %s is %s", svm.Name, svm.State)
 	}
 	if a := d.cfg.Aggregate; a != "" && !slices.ContainsFunc(svm.Aggregates, func(x rest.SVMAggregate) bool { return x.Name == a }) {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: aggregate %s is not assigned to SVM %s", d.Name(), a, svm.Name)
+		return backends.Errorf(backends.ErrUnavailable, "aggregate %s is not assigned to SVM %s", a, svm.Name)
+	}
+	if err := d.checkBalancedPlacement(ctx); err != nil {
+		return err
 	}
 	if d.initProtocol != nil {
 		if err := d.initProtocol(ctx); err != nil {
@@ -162,6 +180,40 @@ func (d *driver) ready(ctx context.Context) error {
 	logrus.WithContext(ctx).WithFields(logrus.Fields{
 		"backend": d.Name(), "svm": svm.Name, "svmUUID": svm.UUID, "pools": len(d.pools),
 	}).Info("ONTAP backend connected")
+	return nil
+}
+
+// unreachable explains a failed first contact with ONTAP. An untrusted
+// certificate gets both fixes: Trident never verified ONTAP's certificate,
+// so a backend carried over from Trident often has no trustedCACertificate.
+func (d *driver) unreachable(err error) error {
+	cert := rest.CertificateError(err)
+	if cert == nil {
+		return backends.Errorf(backends.ErrUnavailable, "cannot reach SVM %s: %w", d.cfg.SVM, err)
+	}
+	lif := d.cfg.ManagementLIF
+	what := "is not trusted"
+	if len(d.cfg.TrustedCACertificate) > 0 {
+		what = "does not verify against trustedCACertificate"
+	}
+	return backends.Errorf(backends.ErrUnavailable, "the TLS certificate ONTAP presents at %s %s (%w); "+
+		"set trustedCACertificate to the base64 PEM of the CA that signed it (`ontap-csi certificate %s` prints it), "+
+		"or set insecureSkipTLSVerify: true for a first test only", lif, what, cert, lif)
+}
+
+// checkBalancedPlacement refuses a backend whose pools ask for balanced
+// placement on an ONTAP that cannot do it, as Trident does at start.
+func (d *driver) checkBalancedPlacement(ctx context.Context) error {
+	if !d.usesBalancedPlacement() {
+		return nil
+	}
+	ok, release, err := d.client.SupportsBalancedPlacement(ctx)
+	if err != nil {
+		return backends.Errorf(backends.ErrUnavailable, "reading the ONTAP version: %w", err)
+	}
+	if !ok {
+		return backends.Errorf(backends.ErrUnavailable, "useBalancedPlacement needs ONTAP 9.19.1 or later; the cluster runs %s", release)
+	}
 	return nil
 }
 

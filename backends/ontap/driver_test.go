@@ -256,9 +256,12 @@ func TestNASStaticExportPolicy(t *testing.T) {
 }
 
 func TestSANCreateLayout(t *testing.T) {
-	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, map[string]any{"defaults": map[string]any{"fileSystemType": "xfs"}})
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, map[string]any{"defaults": map[string]any{"fileSystemType": "xfs", "unixPermissions": "0750"}})
 	vol := create(t, b, "pvc-l", 10*gib, backends.AccessMount)
 	v := simVolume(t, s, "trident_pvc_l")
+	if v.UnixPermissions != 750 { // as Trident's ontap-san sets it
+		t.Errorf("FlexVol unix permissions %d", v.UnixPermissions)
+	}
 	luns := s.LUNs()
 	if len(luns) != 1 || luns[0].Path != "/vol/trident_pvc_l/lun0" || luns[0].Size != 10*gib || luns[0].OSType != "linux" {
 		t.Fatalf("LUNs %+v", luns)

@@ -30,7 +30,7 @@ func (n *nasDriver) init(ctx context.Context) error {
 	}
 	lifs, err := n.client.DataLIFs(ctx, rest.ServiceDataNFS)
 	if err != nil {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: listing NFS data LIFs: %w", n.Name(), err)
+		return backends.Errorf(backends.ErrUnavailable, "listing NFS data LIFs: %w", err)
 	}
 	for _, l := range lifs {
 		if l.State == "up" {
@@ -38,7 +38,7 @@ func (n *nasDriver) init(ctx context.Context) error {
 			return nil
 		}
 	}
-	return backends.Errorf(backends.ErrUnavailable, "backend %s: SVM %s has no NFS data LIF that is up", n.Name(), n.cfg.SVM)
+	return backends.Errorf(backends.ErrUnavailable, "SVM %s has no NFS data LIF that is up", n.cfg.SVM)
 }
 
 // Volume implements backends.Backend.

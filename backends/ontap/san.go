@@ -33,10 +33,10 @@ type sanDriver struct {
 func (s *sanDriver) init(ctx context.Context) error {
 	svc, err := s.client.ISCSIService(ctx)
 	if err != nil {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: reading the iSCSI service of SVM %s: %w", s.Name(), s.cfg.SVM, err)
+		return backends.Errorf(backends.ErrUnavailable, "reading the iSCSI service of SVM %s: %w", s.cfg.SVM, err)
 	}
 	if !svc.Enabled {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: the iSCSI service of SVM %s is disabled", s.Name(), s.cfg.SVM)
+		return backends.Errorf(backends.ErrUnavailable, "the iSCSI service of SVM %s is disabled", s.cfg.SVM)
 	}
 	s.targetIQN = svc.TargetName
 	if s.cfg.UseCHAP {
@@ -46,7 +46,7 @@ func (s *sanDriver) init(ctx context.Context) error {
 			InboundUser: s.cfg.CHAPUsername, InboundPassword: string(s.cfg.CHAPInitiatorSecret),
 			OutboundUser: s.cfg.CHAPTargetUsername, OutboundPassword: string(s.cfg.CHAPTargetInitiatorSecret),
 		}); err != nil {
-			return backends.Errorf(backends.ErrUnavailable, "backend %s: setting CHAP on SVM %s: %w", s.Name(), s.cfg.SVM, err)
+			return backends.Errorf(backends.ErrUnavailable, "setting CHAP on SVM %s: %w", s.cfg.SVM, err)
 		}
 	}
 	return nil
@@ -120,6 +120,9 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 			Name: s.volumeName(req.Name), Size: volSize, LargeSize: large,
 			SpaceReserve: st.SpaceReserve, SnapshotPolicy: st.SnapshotPolicy, SnapshotReservePercent: &st.snapshotReserve,
 			Comment: comment, Encryption: st.Encryption, TieringPolicy: st.TieringPolicy,
+			// As Trident's ontap-san: the FlexVol gets the NAS defaults
+			// too, though iSCSI access does not use them.
+			UnixPermissions: st.UnixPermissions, ExportPolicy: st.ExportPolicy, SecurityStyle: st.SecurityStyle,
 		})
 		if err != nil {
 			return nil, err

@@ -149,20 +149,21 @@ func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest) (*rest.
 
 // createFlexVol creates the FlexVol of a new volume, or adopts the one an
 // interrupted earlier attempt created.
+// A suspended backend (userState) makes none, as in Trident; clones are
+// not refused. With balanced placement ONTAP picks the aggregate, and
+// limitAggregateUsage has no aggregate to measure (Trident skips it too).
 func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest, c rest.VolumeCreate) (*rest.Volume, error) {
-	aggr, err := d.aggregateFor(ctx, req.Pool)
-	if err != nil {
+	if d.suspended() {
+		return nil, backends.Errorf(backends.ErrUnavailable, "backend %s is suspended (userState): it takes no new volumes", d.Name())
+	}
+	create := d.client.CreateVolume
+	if d.balanced(req.Pool) {
+		create = d.client.CreateVolumeBalanced
+	} else if err := d.placeOnAggregate(ctx, req.Pool, &c); err != nil {
 		return nil, err
 	}
-	c.Aggregate = aggr
-	if err := d.checkAggregateLimit(ctx, aggr, c.SpaceReserve, c.Size); err != nil {
-		// The retry of a create whose volume exists already counts it in
-		// the aggregate's usage: let it go on to adopt the volume.
-		if _, gerr := d.client.GetVolume(ctx, c.Name); gerr != nil {
-			return nil, err
-		}
-	}
-	err = d.client.CreateVolume(ctx, c)
+	aggr := c.Aggregate
+	err := create(ctx, c)
 	switch {
 	case err == nil:
 		return &rest.Volume{Name: c.Name, Size: c.Size, Comment: c.Comment, JunctionPath: c.JunctionPath, ExportPolicy: c.ExportPolicy}, nil
@@ -172,6 +173,24 @@ func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest,
 		return nil, backends.Errorf(backends.ErrExhausted, "creating volume %s: aggregate %s cannot hold it: %w", c.Name, aggr, err)
 	}
 	return nil, d.createFailure(err, "creating volume %s", c.Name)
+}
+
+// placeOnAggregate picks the aggregate of a new FlexVol in pool and checks
+// limitAggregateUsage on it.
+func (d *driver) placeOnAggregate(ctx context.Context, pool string, c *rest.VolumeCreate) error {
+	aggr, err := d.aggregateFor(ctx, pool)
+	if err != nil {
+		return err
+	}
+	c.Aggregate = aggr
+	if err := d.checkAggregateLimit(ctx, aggr, c.SpaceReserve, c.Size); err != nil {
+		// The retry of a create whose volume exists already counts it in
+		// the aggregate's usage: let it go on to adopt the volume.
+		if _, gerr := d.client.GetVolume(ctx, c.Name); gerr != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cloneFlexVol creates a FlexClone for req (or adopts a half-made one) and

@@ -315,8 +315,13 @@ func (s *Simulator) postVolume(c *call) (*reply, *apiError) {
 	if err != nil {
 		return nil, err
 	}
+	return s.startVolumeCreate(c, svm, name, spec, clone)
+}
 
-	// One winner per name: reserve it until the job ends (docs/design/ontap-rest.md §7 point 3).
+// startVolumeCreate starts the job of a volume create (spec) or clone
+// create (clone) of name. One create wins per name: the name is reserved
+// until the job ends (docs/design/ontap-rest.md §7, point 3).
+func (s *Simulator) startVolumeCreate(c *call, svm *svmState, name string, spec *volumeSpec, clone *cloneSpec) (*reply, *apiError) {
 	key := svm.UUID + "/" + name
 	var dup *apiError
 	switch {

@@ -40,6 +40,8 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 	p.limits(cfg, top)
 	p.exports(cfg, top)
 	p.tridentOnly(cfg, top)
+	p.userState(cfg, top["userState"])
+	p.aws(cfg, top)
 	backendDefaults := p.placement(cfg, top)
 	p.virtualPools(cfg, top["storage"], backendDefaults)
 	return cfg
@@ -86,7 +88,7 @@ func (c *Backend) san() bool { return c.StorageDriverName == DriverONTAPSAN }
 func (p *parser) addresses(cfg *Backend, top map[string]json.RawMessage) {
 	cfg.ManagementLIF = strings.TrimSpace(p.str("managementLIF", top["managementLIF"]))
 	if cfg.ManagementLIF == "" {
-		p.fail("managementLIF", "is required")
+		p.fail("managementLIF", "is required%s", fsxHint(top))
 	} else if _, err := lif.HostPort(cfg.ManagementLIF); err != nil {
 		p.fail("managementLIF", "%s", err)
 	}
@@ -101,7 +103,7 @@ func (p *parser) addresses(cfg *Backend, top map[string]json.RawMessage) {
 	}
 	cfg.SVM = strings.TrimSpace(p.str("svm", top["svm"]))
 	if cfg.SVM == "" {
-		p.fail("svm", "is required")
+		p.fail("svm", "is required%s", fsxHint(top))
 	} else {
 		p.ontapName("svm", "an SVM", cfg.SVM)
 	}
@@ -223,9 +225,7 @@ func (p *parser) placement(cfg *Backend, top map[string]json.RawMessage) map[str
 	cfg.Region = p.str("region", top["region"])
 	cfg.Zone = p.str("zone", top["zone"])
 	cfg.SupportedTopologies = p.topologies("supportedTopologies", top["supportedTopologies"])
-	if cfg.Region != "" || cfg.Zone != "" {
-		p.warn("region and zone are accepted for Trident compatibility but have no effect: placement follows supportedTopologies")
-	}
+	cfg.UseBalancedPlacement = p.balancedPlacement(cfg, "useBalancedPlacement", top["useBalancedPlacement"], false)
 	backendDefaults := p.rawDefaults("defaults", top["defaults"], nil)
 	cfg.Defaults = p.volumeDefaults(backendDefaults)
 	return backendDefaults
@@ -250,6 +250,8 @@ func (p *parser) virtualPools(cfg *Backend, raw json.RawMessage, backendDefaults
 			Region:              cmp.Or(p.str(path+".region", pm["region"]), cfg.Region),
 			Zone:                cmp.Or(p.str(path+".zone", pm["zone"]), cfg.Zone),
 			SupportedTopologies: p.topologies(path+".supportedTopologies", pm["supportedTopologies"]),
+			UseBalancedPlacement: p.balancedPlacement(cfg, path+".useBalancedPlacement", pm["useBalancedPlacement"],
+				cfg.UseBalancedPlacement),
 		}
 		if pool.SupportedTopologies == nil {
 			pool.SupportedTopologies = cfg.SupportedTopologies
@@ -257,6 +259,37 @@ func (p *parser) virtualPools(cfg *Backend, raw json.RawMessage, backendDefaults
 		p.protocolTypes(path, pm)
 		pool.Defaults = p.volumeDefaults(p.rawDefaults(path+".defaults", pm["defaults"], backendDefaults))
 		cfg.Storage = append(cfg.Storage, pool)
+	}
+}
+
+// balancedPlacement reads a useBalancedPlacement (Trident types it as a
+// string); unset is inherit. ONTAP then picks the aggregate, so a
+// configured aggregate contradicts it, as in Trident.
+func (p *parser) balancedPlacement(cfg *Backend, key string, raw json.RawMessage, inherit bool) bool {
+	v := strings.TrimSpace(p.str(key, raw))
+	if v == "" {
+		return inherit
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(key, "%q is not a boolean", v)
+	}
+	if b && cfg.Aggregate != "" {
+		p.fail(key, "balanced placement lets ONTAP choose the aggregate; it may not be used with aggregate %q", cfg.Aggregate)
+	}
+	return b
+}
+
+// userState reads Trident's userState: a suspended backend takes no new
+// volumes.
+func (p *parser) userState(cfg *Backend, raw json.RawMessage) {
+	switch v := strings.ToLower(strings.TrimSpace(p.str("userState", raw))); v {
+	case "", UserStateNormal:
+		cfg.UserState = UserStateNormal
+	case UserStateSuspended:
+		cfg.UserState = v
+	default:
+		p.fail("userState", "%q is neither %s nor %s", v, UserStateNormal, UserStateSuspended)
 	}
 }
 
@@ -288,6 +321,10 @@ func (p *parser) protocolTypes(path string, m map[string]json.RawMessage) {
 // form needs the TridentBackendConfig controller, which this is not.
 func (p *parser) credentials(cfg *Backend, raw json.RawMessage, dir string, certB64 *string, keyB64 *Secret) {
 	m := p.object("credentials", raw, credentialsKeys)
+	if strings.EqualFold(p.str("credentials.type", m["type"]), "awsarn") {
+		p.fail("credentials.type", "awsarn (AWS Secrets Manager) is not supported: %s", noAWSAPI)
+		return
+	}
 	if name := p.str("credentials.name", m["name"]); name != "" {
 		p.fail("credentials.name", "Kubernetes Secrets are not read from a backend config file; use credentials.file, or username and password")
 		return

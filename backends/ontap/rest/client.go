@@ -330,6 +330,7 @@ func (c *Client) do(ctx context.Context, r *call) (*result, error) {
 			break
 		}
 		retriesTotal.WithLabelValues(r.label(), reason).Inc()
+		outgoingRetried.WithLabelValues(outgoingTarget, c.baseURL.Host, r.method).Inc()
 		delay := backoff(c.cfg.RetryBaseDelay, c.cfg.RetryMaxDelay, attempt)
 		if retryAfter > 0 {
 			delay = min(retryAfter, c.cfg.MaxRetryAfter)
@@ -388,6 +389,30 @@ func isTLSFailure(err error) bool {
 	)
 	return errors.As(err, &verifyErr) || errors.As(err, &unknownCA) || errors.As(err, &hostnameErr) ||
 		errors.As(err, &invalidErr) || errors.As(err, &alertErr) || errors.As(err, &recordHdrErr)
+}
+
+// CertificateError returns the certificate verification failure behind err
+// (the server's certificate is not trusted, or does not name the host), or
+// nil when err is not one.
+func CertificateError(err error) error {
+	var verifyErr *tls.CertificateVerificationError
+	if errors.As(err, &verifyErr) && verifyErr.Err != nil {
+		return verifyErr.Err
+	}
+	var (
+		unknownCA   x509.UnknownAuthorityError
+		hostnameErr x509.HostnameError
+		invalidErr  x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &unknownCA):
+		return unknownCA
+	case errors.As(err, &hostnameErr):
+		return hostnameErr
+	case errors.As(err, &invalidErr):
+		return invalidErr
+	}
+	return nil
 }
 
 // backoff returns base·2^(attempt-1) with ±10 % jitter, at most limit.
@@ -450,10 +475,7 @@ func (c *Client) attempt(ctx context.Context, r *call, body []byte, n int) (*res
 		req.SetBasicAuth(c.cfg.Username, c.cfg.Password)
 	}
 
-	start := time.Now()
-	resp, err := c.http.Do(req)
-	elapsed := time.Since(start)
-	requestDuration.WithLabelValues(r.label()).Observe(elapsed.Seconds())
+	resp, elapsed, err := c.send(ctx, req, r)
 	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"method": r.method, "endpoint": r.endpoint, "duration": elapsed, "attempt": n})
 	if err != nil {
 		sentMu.Lock()
@@ -482,6 +504,23 @@ func (c *Client) attempt(ctx context.Context, r *call, body []byte, n int) (*res
 		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
 	return nil, retryAfter, true, apiErr
+}
+
+// send sends one request and records it in the metrics.
+func (c *Client) send(ctx context.Context, req *http.Request, r *call) (*http.Response, time.Duration, error) {
+	inFlight := outgoingInFlight.WithLabelValues(outgoingTarget, req.URL.Host, r.method)
+	inFlight.Inc()
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	elapsed := time.Since(start)
+	inFlight.Dec()
+	requestDuration.WithLabelValues(r.label()).Observe(elapsed.Seconds())
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	observeTrident(ctx, c.cfg.SVM, r.label(), req.URL.Host, r.method, status, err, elapsed)
+	return resp, elapsed, err
 }
 
 // scrubURLError drops the URL from a *url.Error: it may carry names, and the

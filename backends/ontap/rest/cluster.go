@@ -52,16 +52,36 @@ func (c *Client) cluster(ctx context.Context) (*clusterInfo, error) {
 	}}, nil
 }
 
+// Version returns the cluster's ONTAP release, e.g. "9.19.1".
+func (c *Client) Version(ctx context.Context) (string, error) {
+	ci, err := c.cluster(ctx)
+	if err != nil {
+		return "", err
+	}
+	return ci.Version.String(), nil
+}
+
 // LargeVolumes reports whether the cluster has large volumes
 // (space.large_size_enabled: FlexVols up to 300 TiB, files and so LUNs over
 // 16 TiB), which come with ONTAP 9.12.1 (docs/design/ontap-rest.md §4.2), and
 // the cluster's version.
 func (c *Client) LargeVolumes(ctx context.Context) (bool, string, error) {
+	return c.versionAtLeast(ctx, 9, 12, 1)
+}
+
+// SupportsBalancedPlacement reports whether ONTAP can place a new volume
+// itself (POST /application/containers, ONTAP 9.19.1+, which Trident's
+// useBalancedPlacement needs), and the release it read.
+func (c *Client) SupportsBalancedPlacement(ctx context.Context) (bool, string, error) {
+	return c.versionAtLeast(ctx, 9, 19, 1)
+}
+
+func (c *Client) versionAtLeast(ctx context.Context, gen, major, minor int) (bool, string, error) {
 	ci, err := c.cluster(ctx)
 	if err != nil {
 		return false, "", err
 	}
-	return ci.Version.atLeast(9, 12, 1), ci.Version.String(), nil
+	return ci.Version.atLeast(gen, major, minor), ci.Version.String(), nil
 }
 
 // SVM is the configured storage VM.

@@ -180,17 +180,64 @@ func (c *Client) CreateVolume(ctx context.Context, v VolumeCreate) error {
 	if err != nil {
 		return err
 	}
-	body := map[string]any{
-		"name":  v.Name,
-		"svm":   nameRef{UUID: svm},
-		"style": "flexvol",
+	body, err := volumeBody(v, "POST /storage/volumes")
+	if err != nil {
+		return err
 	}
+	body["svm"], body["style"] = nameRef{UUID: svm}, "flexvol"
 	if v.Aggregate != "" {
 		body["aggregates"] = []nameRef{{Name: v.Aggregate}}
 	}
 	if v.Size > 0 {
 		body["size"] = v.Size
 	}
+	err = c.mutate(ctx, http.MethodPost, "/storage/volumes", "/storage/volumes", nil, body, nil)
+	return c.resolveCreate(ctx, err, func(ctx context.Context) error {
+		_, err := c.GetVolume(ctx, v.Name)
+		return err
+	})
+}
+
+// CreateVolumeBalanced creates a FlexVol that ONTAP places on an aggregate
+// of its choice: an application container of one volume (POST
+// /application/containers, ONTAP 9.19.1+), which is how Trident's
+// useBalancedPlacement creates volumes. v.Aggregate must be empty. Errors
+// as for CreateVolume.
+func (c *Client) CreateVolumeBalanced(ctx context.Context, v VolumeCreate) error {
+	const endpoint = "/application/containers"
+	if v.Aggregate != "" {
+		return &Error{Class: ClassInvalid, Endpoint: "POST " + endpoint, Message: "balanced placement chooses the aggregate; none may be given"}
+	}
+	svm, err := c.svm(ctx)
+	if err != nil {
+		return err
+	}
+	vol, err := volumeBody(v, "POST "+endpoint)
+	if err != nil {
+		return err
+	}
+	space, _ := vol["space"].(map[string]any)
+	if space == nil {
+		space = map[string]any{}
+	}
+	if v.Size > 0 {
+		space["size"] = v.Size
+	}
+	if len(space) > 0 {
+		vol["space"] = space
+	}
+	vol["type"], vol["scale_out"] = "rw", false
+	body := map[string]any{"svm": nameRef{UUID: svm}, "volumes": []map[string]any{vol}}
+	err = c.mutate(ctx, http.MethodPost, endpoint, endpoint, nil, body, nil)
+	return c.resolveCreate(ctx, err, func(ctx context.Context) error {
+		_, err := c.GetVolume(ctx, v.Name)
+		return err
+	})
+}
+
+// volumeBody is what a FlexVol create and a container's volume share.
+func volumeBody(v VolumeCreate, endpoint string) (map[string]any, error) {
+	body := map[string]any{"name": v.Name}
 	if v.SpaceReserve != "" {
 		body["guarantee"] = map[string]string{"type": v.SpaceReserve}
 	}
@@ -210,22 +257,9 @@ func (c *Client) CreateVolume(ctx context.Context, v VolumeCreate) error {
 	if v.SnapshotDirAccess != nil {
 		body["snapshot_directory_access_enabled"] = *v.SnapshotDirAccess
 	}
-	nas := map[string]any{}
-	if v.UnixPermissions != "" {
-		perms, err := unixPermissionsWire(v.UnixPermissions)
-		if err != nil {
-			return &Error{Class: ClassInvalid, Endpoint: "POST /storage/volumes", Message: err.Error()}
-		}
-		nas["unix_permissions"] = perms
-	}
-	if v.ExportPolicy != "" {
-		nas["export_policy"] = nameRef{Name: v.ExportPolicy}
-	}
-	if v.SecurityStyle != "" {
-		nas["security_style"] = v.SecurityStyle
-	}
-	if v.JunctionPath != "" {
-		nas["path"] = v.JunctionPath
+	nas, err := volumeNAS(v)
+	if err != nil {
+		return nil, &Error{Class: ClassInvalid, Endpoint: endpoint, Message: err.Error()}
 	}
 	if len(nas) > 0 {
 		body["nas"] = nas
@@ -242,11 +276,29 @@ func (c *Client) CreateVolume(ctx context.Context, v VolumeCreate) error {
 	if v.QoSPolicy != "" {
 		body["qos"] = map[string]any{"policy": nameRef{Name: v.QoSPolicy}}
 	}
-	err = c.mutate(ctx, http.MethodPost, "/storage/volumes", "/storage/volumes", nil, body, nil)
-	return c.resolveCreate(ctx, err, func(ctx context.Context) error {
-		_, err := c.GetVolume(ctx, v.Name)
-		return err
-	})
+	return body, nil
+}
+
+// volumeNAS is the nas object of a create.
+func volumeNAS(v VolumeCreate) (map[string]any, error) {
+	nas := map[string]any{}
+	if v.UnixPermissions != "" {
+		perms, err := unixPermissionsWire(v.UnixPermissions)
+		if err != nil {
+			return nil, err
+		}
+		nas["unix_permissions"] = perms
+	}
+	if v.ExportPolicy != "" {
+		nas["export_policy"] = nameRef{Name: v.ExportPolicy}
+	}
+	if v.SecurityStyle != "" {
+		nas["security_style"] = v.SecurityStyle
+	}
+	if v.JunctionPath != "" {
+		nas["path"] = v.JunctionPath
+	}
+	return nas, nil
 }
 
 // CloneVolume creates a FlexClone (POST /storage/volumes with clone{...}).
