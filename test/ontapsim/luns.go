@@ -360,6 +360,8 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 		return nil, errConflict(codeLUNVolOffline, "name", "Volume %q is not online.", v.Name)
 	case m.lunByPath(spec.SVM.UUID, spec.Path) != nil:
 		return nil, errConflict(codeLUNExists, "name", "A LUN or NVMe namespace already exists at path %q.", spec.Path)
+	case len(m.lunsOfVolume(v.UUID)) >= s.cfg.MaxLUNsPerVolume:
+		return nil, errInvalid(codeTooManyLUNs, "name", "Volume %q already holds the maximum number of LUNs (%d).", v.Name, s.cfg.MaxLUNsPerVolume)
 	}
 	l := &lunState{
 		UUID: newUUID(), Volume: v.UUID, Leaf: spec.Leaf, SVM: spec.SVM.UUID, Size: spec.Size,

@@ -28,7 +28,7 @@ var volumeResource = &resource{
 		clone.parent_snapshot.name clone.parent_snapshot.uuid clone.parent_svm.name clone.parent_svm.uuid
 		clone.split_initiated clone.split_complete_percent clone.split_estimate
 		autosize.mode autosize.maximum autosize.minimum autosize.grow_threshold autosize.shrink_threshold
-		qos.policy.name qos.policy.uuid tiering.policy snapshot_count is_svm_root _links`),
+		qos.policy.name qos.policy.uuid tiering.policy snapshot_count is_svm_root quota.enabled quota.state _links`),
 	keys: []string{"uuid", "name"},
 	// Expensive fields are only returned when named or with fields=** (§3.5).
 	expensive: []string{"nas.path", "nas.security_style", "nas.unix_permissions", "nas.uid", "nas.gid",
@@ -57,7 +57,7 @@ var volumePatchFields = newSchema(`name size state comment snapshot_policy.name 
 	snapshot_directory_access_enabled nas.path nas.security_style nas.unix_permissions nas.uid nas.gid
 	nas.export_policy.name nas.export_policy.id space.snapshot.reserve_percent tiering.policy
 	qos.policy.name qos.policy.uuid autosize.mode autosize.maximum autosize.minimum guarantee.type
-	clone.split_initiated`)
+	clone.split_initiated quota.enabled`)
 
 const (
 	minVolumeSize          = 20 * mib
@@ -798,6 +798,7 @@ func (s *Simulator) renderVolume(u *usage, v *volumeState) map[string]any {
 		clone["split_estimate"] = used
 	}
 	rec["clone"] = clone
+	s.renderVolumeQuota(v, rec)
 	return rec
 }
 
@@ -844,6 +845,7 @@ type volumePatch struct {
 	AutosizeMode   *string
 	Guarantee      *string
 	Split          *bool
+	QuotaEnabled   *bool
 	RestoreSnap    string
 	RestoreIsUUID  bool
 }
@@ -951,6 +953,9 @@ func parseVolumePatch(c *call) (*volumePatch, *apiError) {
 	}
 	if sp, ok := b.boolean("clone.split_initiated"); ok {
 		p.Split = &sp
+	}
+	if qe, ok := b.boolean("quota.enabled"); ok {
+		p.QuotaEnabled = &qe
 	}
 	if b.err != nil {
 		return nil, b.err
@@ -1182,6 +1187,9 @@ func (s *Simulator) applyVolumePatch(v *volumeState, p *volumePatch, ch *volumeC
 	if ch.splitting {
 		v.CloneParent, v.CloneParentSnap, v.SplitInitiated = "", "", false
 	}
+	if p.QuotaEnabled != nil {
+		s.setVolumeQuota(v, *p.QuotaEnabled)
+	}
 	return nil
 }
 
@@ -1307,6 +1315,7 @@ func (s *Simulator) destroyVolume(v *volumeState, force bool) *apiError {
 	for _, l := range luns {
 		s.deleteLUNLocked(l)
 	}
+	s.dropQtreesOf(v)
 	for _, sn := range v.Snapshots {
 		os.RemoveAll(s.snapshotDir(sn.UUID))
 	}
