@@ -378,6 +378,9 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 			return nil, errInvalid(codeLUNCloneOtherVol, "clone.source", "A LUN can only be cloned within its volume.")
 		}
 		l.OSType = src.OSType
+		if l.Attributes == nil {
+			l.Attributes = append([]lunAttr(nil), src.Attributes...)
+		}
 		if l.Size == 0 {
 			l.Size = src.Size
 		}
@@ -414,6 +417,9 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 type lunSource struct {
 	Size   int64
 	OSType string
+	// Attributes come with the clone (ONTAP: "a clone can already have
+	// attributes from its source").
+	Attributes []lunAttr
 }
 
 func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, string, *apiError) {
@@ -424,7 +430,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 		if l == nil {
 			return nil, "", "", notFound
 		}
-		return &lunSource{Size: l.Size, OSType: l.OSType}, l.Volume, s.lunFile(l.UUID), nil
+		return &lunSource{Size: l.Size, OSType: l.OSType, Attributes: l.Attributes}, l.Volume, s.lunFile(l.UUID), nil
 	}
 	parts := strings.Split(spec.CloneSrc, "/")
 	if len(parts) == 6 && parts[1] == "vol" && parts[3] == ".snapshot" {
@@ -438,7 +444,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 		}
 		for _, sl := range sn.LUNs {
 			if sl.Leaf == parts[5] {
-				return &lunSource{Size: sl.Size, OSType: sl.OSType}, v.UUID, s.snapshotLUNFile(sn.UUID, sl.UUID), nil
+				return &lunSource{Size: sl.Size, OSType: sl.OSType, Attributes: sl.Attributes}, v.UUID, s.snapshotLUNFile(sn.UUID, sl.UUID), nil
 			}
 		}
 		return nil, "", "", notFound
@@ -447,7 +453,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 	if l == nil {
 		return nil, "", "", notFound
 	}
-	return &lunSource{Size: l.Size, OSType: l.OSType}, l.Volume, s.lunFile(l.UUID), nil
+	return &lunSource{Size: l.Size, OSType: l.OSType, Attributes: l.Attributes}, l.Volume, s.lunFile(l.UUID), nil
 }
 
 func errLUNSpace(v *volumeState, need, avail int64) *apiError {
