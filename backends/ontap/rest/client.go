@@ -665,6 +665,10 @@ func queryLiteral(v string) string {
 	return v
 }
 
+// Literal quotes a name where a method takes an ONTAP query pattern, so
+// that it matches only itself.
+func Literal(name string) string { return queryLiteral(name) }
+
 // notFound builds the error of a "get by name" that matched no record.
 func notFound(endpoint, what, name string) error {
 	return &Error{Class: ClassNotFound, Endpoint: "GET " + endpoint, Message: fmt.Sprintf("%s %q not found", what, name)}

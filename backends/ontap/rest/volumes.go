@@ -68,6 +68,7 @@ type VolumeClone struct {
 // VolumeModify lists the volume attributes to change; nil fields are left
 // alone. Several fields in one call cost one round trip.
 type VolumeModify struct {
+	Name              *string // rename
 	Size              *int64
 	JunctionPath      *string // "" unmounts
 	ExportPolicy      *string
@@ -315,6 +316,9 @@ func (c *Client) listVolumes(ctx context.Context, nameQuery string) ([]Volume, e
 func (c *Client) ModifyVolume(ctx context.Context, uuid string, m VolumeModify) error {
 	const endpoint = "/storage/volumes/{uuid}"
 	body := map[string]any{}
+	if m.Name != nil {
+		body["name"] = *m.Name
+	}
 	if m.Size != nil {
 		body["size"] = *m.Size
 	}
