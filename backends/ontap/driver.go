@@ -55,6 +55,8 @@ func NewBackend(cfg *config.Backend, opts Options) (backends.Backend, error) {
 		return s, nil
 	case config.DriverONTAPNASEconomy:
 		return newNASEconomy(d), nil
+	case config.DriverONTAPSANEconomy:
+		return newSANEconomy(d), nil
 	}
 	return nil, fmt.Errorf("backend %s (%s): storage driver %q is not supported", cfg.BackendName, cfg.Source, cfg.StorageDriverName)
 }

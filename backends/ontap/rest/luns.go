@@ -2,8 +2,10 @@ package rest
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 )
 
@@ -12,6 +14,7 @@ type LUN struct {
 	UUID            string
 	Path            string // "/vol/<volume>/<name>"
 	VolumeName      string
+	VolumeUUID      string
 	Size            int64
 	SerialNumber    string // 12 characters; the Linux WWID carries its hex form
 	OSType          string
@@ -35,9 +38,11 @@ type LUNCreate struct {
 	SpaceAllocation bool
 	QoSPolicy       string
 	Comment         string
+	// Attributes are set with the LUN, in the same request (ONTAP 9.10+).
+	Attributes map[string]string
 }
 
-const lunFields = "uuid,name,location.volume.name,space.size,space.guarantee.requested," +
+const lunFields = "uuid,name,location.volume.name,location.volume.uuid,space.size,space.guarantee.requested," +
 	"space.scsi_thin_provisioning_support_enabled,serial_number,os_type,status.state,status.mapped,comment,qos_policy.name," +
 	"create_time"
 
@@ -71,7 +76,7 @@ type lunWire struct {
 
 func (w *lunWire) lun() LUN {
 	l := LUN{
-		UUID: w.UUID, Path: w.Name, VolumeName: w.Location.Volume.Name, Size: w.Space.Size,
+		UUID: w.UUID, Path: w.Name, VolumeName: w.Location.Volume.Name, VolumeUUID: w.Location.Volume.UUID, Size: w.Space.Size,
 		SerialNumber: w.SerialNumber, OSType: w.OSType, State: w.Status.State, Mapped: w.Status.Mapped,
 		SpaceReserve: w.Space.Guarantee.Requested, SpaceAllocation: w.Space.ThinProvisioningSupport,
 		Comment: w.Comment, QoSPolicy: w.QoSPolicy.Name,
@@ -112,6 +117,13 @@ func (c *Client) CreateLUN(ctx context.Context, l LUNCreate) (*LUN, error) {
 	}
 	if l.Comment != "" {
 		body["comment"] = l.Comment
+	}
+	if len(l.Attributes) > 0 {
+		attrs := make([]map[string]string, 0, len(l.Attributes))
+		for _, k := range slices.Sorted(maps.Keys(l.Attributes)) {
+			attrs = append(attrs, map[string]string{"name": k, "value": l.Attributes[k]})
+		}
+		body["attributes"] = attrs
 	}
 	var out collection[lunWire]
 	err = c.mutate(ctx, http.MethodPost, lunsEndpoint, lunsEndpoint, url.Values{"return_records": {"true"}}, body, &out)
