@@ -45,6 +45,12 @@ func simBackend(t *testing.T, driver string, simCfg ontapsim.Config, extra map[s
 // controller of the same SVM.
 func simBackendOn(t *testing.T, s *ontapsim.Simulator, driver string, extra map[string]any) (backends.Backend, *ontapsim.Simulator) {
 	t.Helper()
+	return simBackendOpts(t, s, driver, extra, ontap.Options{}), s
+}
+
+// simBackendOpts is simBackendOn with driver options.
+func simBackendOpts(t *testing.T, s *ontapsim.Simulator, driver string, extra map[string]any, opts ontap.Options) backends.Backend {
+	t.Helper()
 	u, _ := url.Parse(s.URL())
 	cfg := map[string]any{
 		"version": 1, "storageDriverName": driver, "backendName": "b1", "managementLIF": u.Host,
@@ -59,16 +65,17 @@ func simBackendOn(t *testing.T, s *ontapsim.Simulator, driver string, extra map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ontap.NewBackend(bc, ontap.Options{Client: func(c *rest.ClientConfig) {
+	opts.Client = func(c *rest.ClientConfig) {
 		c.RetryBaseDelay, c.RetryMaxDelay, c.JobPollInitial, c.JobPollMax = time.Millisecond, 10*time.Millisecond, time.Millisecond, 10*time.Millisecond
-	}})
+	}
+	b, err := ontap.NewBackend(bc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c, ok := b.(io.Closer); ok {
 		t.Cleanup(func() { c.Close() })
 	}
-	return b, s
+	return b
 }
 
 func ctxT(t *testing.T) context.Context {
