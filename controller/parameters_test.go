@@ -36,7 +36,8 @@ func TestPoolList(t *testing.T) {
 
 func TestPoolAllowed(t *testing.T) {
 	gold := backends.Pool{Name: "b_pool_0", Labels: map[string]string{"tier": "gold", "zone": "a"}, Media: "ssd", ProvisioningTypes: []string{"thick"}}
-	silver := backends.Pool{Name: "b_pool_1", Labels: map[string]string{"tier": "silver"}, Media: "hdd", ProvisioningTypes: []string{"thin"}}
+	// silver is an ontap-nas-economy pool: no snapshots, no clones.
+	silver := backends.Pool{Name: "b_pool_1", Labels: map[string]string{"tier": "silver"}, Media: "hdd", ProvisioningTypes: []string{"thin"}, NoSnapshots: true, NoClones: true}
 	for _, tc := range []struct {
 		params map[string]string
 		want   []string
@@ -49,6 +50,9 @@ func TestPoolAllowed(t *testing.T) {
 		{map[string]string{"storagePools": "b:b_pool_1"}, []string{"b_pool_1"}},
 		{map[string]string{"storagePools": "b:b_pool_1", "additionalStoragePools": "b:b_pool_0"}, []string{"b_pool_0", "b_pool_1"}},
 		{map[string]string{"excludeStoragePools": "b:.*_0"}, []string{"b_pool_1"}},
+		{map[string]string{"snapshots": "true"}, []string{"b_pool_0"}},
+		{map[string]string{"clones": "true"}, []string{"b_pool_0"}},
+		{map[string]string{"snapshots": "false", "clones": "false"}, []string{"b_pool_0", "b_pool_1"}},
 	} {
 		p, err := parseParameters(tc.params)
 		if err != nil {

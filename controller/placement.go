@@ -99,7 +99,7 @@ func (p *parameters) poolAllowed(backend string, pool backends.Pool) bool {
 	if p.provisioningType != "" && !slices.Contains(pool.ProvisioningTypes, p.provisioningType) {
 		return false
 	}
-	return true
+	return !(p.wantSnapshots && pool.NoSnapshots) && !(p.wantClones && pool.NoClones)
 }
 
 func topologySegments(t *csi.TopologyRequirement) (requisite, preferred []map[string]string) {

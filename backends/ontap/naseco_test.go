@@ -258,6 +258,12 @@ func TestNASEconomyClonesAndSnapshots(t *testing.T) {
 		t.Errorf("snapshot with snapshotDir false: %v", err)
 	}
 
+	// Trident's qtree pools offer snapshots and clones false, so a
+	// StorageClass asking for either does not land here.
+	if ps, err := b.Pools(ctxT(t)); err != nil || len(ps) == 0 || !ps[0].NoSnapshots || !ps[0].NoClones {
+		t.Errorf("pools %+v %v", ps, err)
+	}
+
 	b, s = nasEconomy(t, ontapsim.Config{}, map[string]any{"defaults": map[string]any{"snapshotDir": "true"}})
 	vol = create(t, b, pvName(1), gib, backends.AccessMount)
 	other := create(t, b, pvName(2), gib, backends.AccessMount)

@@ -12,6 +12,17 @@ import (
 // buildPools: virtual pools when the config has them, else one pool per
 // aggregate of the SVM, as Trident offers physical pools.
 func (d *driver) buildPools(svm *rest.SVM) []backends.Pool {
+	pools := d.physicalOrVirtualPools(svm)
+	if d.cfg.StorageDriverName == config.DriverONTAPNASEconomy {
+		// Trident's qtree pools offer snapshots and clones false.
+		for i := range pools {
+			pools[i].NoSnapshots, pools[i].NoClones = true, true
+		}
+	}
+	return pools
+}
+
+func (d *driver) physicalOrVirtualPools(svm *rest.SVM) []backends.Pool {
 	var pools []backends.Pool
 	for _, vp := range d.cfg.Storage {
 		pt := "thin"
