@@ -142,12 +142,7 @@ func (e *economy) refresh(ctx context.Context) error {
 	e.mu.Lock()
 	if ch := e.listing; ch != nil {
 		e.mu.Unlock()
-		select {
-		case <-ch:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return waitDone(ctx, ch)
 	}
 	ch := make(chan struct{})
 	e.listing = ch
@@ -343,12 +338,7 @@ func (e *economy) newPool(ctx context.Context, a poolAttrs, size int64) error {
 	e.mu.Lock()
 	if ch := e.creating[key]; ch != nil {
 		e.mu.Unlock()
-		select {
-		case <-ch:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return waitDone(ctx, ch)
 	}
 	ch := make(chan struct{})
 	e.creating[key] = ch
@@ -409,12 +399,10 @@ func (e *economy) resize(ctx context.Context, p *econPool, target func(*econPool
 		}
 		if ch := p.resizing; ch != nil {
 			e.mu.Unlock()
-			select {
-			case <-ch:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := waitDone(ctx, ch); err != nil {
+				return err
 			}
+			continue
 		}
 		ch := make(chan struct{})
 		p.resizing = ch
@@ -534,4 +522,30 @@ func (e *economy) markFull(p *econPool) {
 	e.mu.Lock()
 	p.full = true
 	e.mu.Unlock()
+}
+
+// volumesByID lists a backend's volumes by ID.
+func volumesByID(ctx context.Context, b interface {
+	ListVolumes(context.Context) ([]*backends.Volume, error)
+}) (map[string]*backends.Volume, error) {
+	vols, err := b.ListVolumes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*backends.Volume, len(vols))
+	for _, v := range vols {
+		out[v.ID] = v
+	}
+	return out, nil
+}
+
+// waitDone waits for ch to be closed: the work another call does for this
+// one (a listing, a new pool, a resize) is over.
+func waitDone(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -300,24 +300,33 @@ func (n *nasEconomyDriver) complete(ctx context.Context, req *backends.CreateReq
 	if len(rules) > 0 && rules[0].HardLimit > 0 {
 		return n.toVolume(req.Name, q, &rules[0]), nil
 	}
-	r, err := n.eco.reserveIn(ctx, q.Volume, req.SizeBytes)
-	if err != nil {
-		return nil, err
-	}
-	defer r.release()
-	if err := n.eco.ensureSize(ctx, r.p); err != nil {
-		return nil, err
-	}
-	pool := r.p.vol
 	var existing *rest.QuotaRule
 	if len(rules) > 0 {
 		existing = &rules[0]
 	}
-	if err := n.setQuota(ctx, &pool, q.Name, req.SizeBytes, existing); err != nil {
+	if err := n.quotaInPool(ctx, q.Volume, q.Name, req.SizeBytes, req.SizeBytes, existing); err != nil {
 		return nil, err
 	}
-	r.commit()
 	return n.toVolume(req.Name, q, &rest.QuotaRule{Volume: q.Volume, VolumeUUID: q.VolumeUUID, Qtree: q.Name, HardLimit: req.SizeBytes}), nil
+}
+
+// quotaInPool sets a qtree's hard limit to size once its pool has grown by
+// grow bytes to hold it.
+func (n *nasEconomyDriver) quotaInPool(ctx context.Context, poolName, qtree string, grow, size int64, existing *rest.QuotaRule) error {
+	r, err := n.eco.reserveIn(ctx, poolName, grow)
+	if err != nil {
+		return err
+	}
+	defer r.release()
+	if err := n.eco.ensureSize(ctx, r.p); err != nil {
+		return err
+	}
+	pool := r.p.vol
+	if err := n.setQuota(ctx, &pool, qtree, size, existing); err != nil {
+		return err
+	}
+	r.commit()
+	return nil
 }
 
 // setQuota gives a qtree its hard limit: a new rule, or a changed one.

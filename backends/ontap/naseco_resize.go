@@ -33,19 +33,9 @@ func (n *nasEconomyDriver) ExpandVolume(ctx context.Context, vol *backends.Volum
 		return nil, backends.Errorf(backends.ErrOutOfRange, "growing volume %s to %d bytes would take FlexVol %s over limitVolumePoolSize %d",
 			vol.ID, size, h.qtree.Volume, n.eco.limit)
 	}
-	r, err := n.eco.reserveIn(ctx, h.qtree.Volume, size-cur)
-	if err != nil {
+	if err := n.quotaInPool(ctx, h.qtree.Volume, h.qtree.Name, size-cur, size, h.rule); err != nil {
 		return nil, err
 	}
-	defer r.release()
-	if err := n.eco.ensureSize(ctx, r.p); err != nil {
-		return nil, err
-	}
-	pool := r.p.vol
-	if err := n.setQuota(ctx, &pool, h.qtree.Name, size, h.rule); err != nil {
-		return nil, err
-	}
-	r.commit()
 	out.SizeBytes = size
 	return &out, nil
 }

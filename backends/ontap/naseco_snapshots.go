@@ -82,7 +82,7 @@ func (n *nasEconomyDriver) Snapshots(ctx context.Context, f backends.SnapshotFil
 			continue
 		}
 		if vols == nil {
-			if vols, err = n.volumesByID(ctx); err != nil {
+			if vols, err = volumesByID(ctx, n); err != nil {
 				return nil, err
 			}
 		}
@@ -122,18 +122,6 @@ func (n *nasEconomyDriver) volumeSnapshots(ctx context.Context, vol *backends.Vo
 	out := make([]*backends.Snapshot, 0, len(snaps))
 	for i := range snaps {
 		out = append(out, flexvolSnapshot(vol, &snaps[i], q.VolumeUUID, q.Volume))
-	}
-	return out, nil
-}
-
-func (n *nasEconomyDriver) volumesByID(ctx context.Context) (map[string]*backends.Volume, error) {
-	vols, err := n.ListVolumes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]*backends.Volume, len(vols))
-	for _, v := range vols {
-		out[v.ID] = v
 	}
 	return out, nil
 }

@@ -109,7 +109,7 @@ func (s *sanEconomyDriver) Snapshots(ctx context.Context, f backends.SnapshotFil
 		vol := f.Volume
 		if vol == nil {
 			if vols == nil {
-				if vols, err = s.volumesByID(ctx); err != nil {
+				if vols, err = volumesByID(ctx, s); err != nil {
 					return nil, err
 				}
 			}
@@ -120,18 +120,6 @@ func (s *sanEconomyDriver) Snapshots(ctx context.Context, f backends.SnapshotFil
 		if vol.ID == volID {
 			out = append(out, s.toSnapshot(vol, &luns[i], name))
 		}
-	}
-	return out, nil
-}
-
-func (s *sanEconomyDriver) volumesByID(ctx context.Context) (map[string]*backends.Volume, error) {
-	vols, err := s.ListVolumes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]*backends.Volume, len(vols))
-	for _, v := range vols {
-		out[v.ID] = v
 	}
 	return out, nil
 }

@@ -72,13 +72,20 @@ func (c *Client) ListQuotaRules(ctx context.Context, volumePattern, qtree string
 	if err != nil {
 		return nil, err
 	}
-	q := url.Values{"svm.uuid": {svm}, "type": {"tree"}, "fields": {quotaRuleFields}}
+	q := url.Values{"svm.uuid": {svm}}
 	if volumePattern != "" {
 		q.Set("volume.name", volumePattern)
 	}
 	if qtree != "" {
 		q.Set("qtree.name", queryLiteral(qtree))
 	}
+	return c.listQuotaRules(ctx, q)
+}
+
+// listQuotaRules lists the tree rules matching q.
+func (c *Client) listQuotaRules(ctx context.Context, q url.Values) ([]QuotaRule, error) {
+	q.Set("type", "tree")
+	q.Set("fields", quotaRuleFields)
 	recs, err := list[quotaRuleWire](ctx, c, quotaRulesEndpoint, quotaRulesEndpoint, q)
 	if err != nil {
 		return nil, err
@@ -97,16 +104,7 @@ func (c *Client) VolumeQuotaRules(ctx context.Context, volumeUUID string) ([]Quo
 	if err != nil {
 		return nil, err
 	}
-	q := url.Values{"svm.uuid": {svm}, "type": {"tree"}, "volume.uuid": {volumeUUID}, "fields": {quotaRuleFields}}
-	recs, err := list[quotaRuleWire](ctx, c, quotaRulesEndpoint, quotaRulesEndpoint, q)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]QuotaRule, 0, len(recs))
-	for i := range recs {
-		out = append(out, recs[i].rule())
-	}
-	return out, nil
+	return c.listQuotaRules(ctx, url.Values{"svm.uuid": {svm}, "volume.uuid": {volumeUUID}})
 }
 
 // SetQuotaLimit changes a rule's hard limit. With quotas on, ONTAP resizes
