@@ -3,6 +3,8 @@ package ontap
 import (
 	"strings"
 	"testing"
+
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
 // The expected names below are written out from Trident 26.06's code
@@ -106,5 +108,21 @@ func TestLUNSnapshotNamesAreTridents(t *testing.T) {
 	}
 	if l, _, ok := splitSnapshotLUN(odd); !ok || l != lun {
 		t.Errorf("hashed snapshot LUN %q splits to %q", odd, l)
+	}
+}
+
+// Of the copies of one volume an abandoned create and its retry made in
+// different pools, every caller keeps the same one: the first pool's.
+func TestKeepFirstPool(t *testing.T) {
+	copies := []rest.Qtree{{Volume: "pool_C", ID: 3}, {Volume: "pool_A", ID: 1}, {Volume: "pool_B", ID: 2}}
+	keep, drop := keepFirstPool(copies, func(q *rest.Qtree) string { return q.Volume })
+	if keep.Volume != "pool_A" || len(drop) != 2 || drop[0].Volume == "pool_A" || drop[1].Volume == "pool_A" {
+		t.Errorf("keep %+v, drop %+v", keep, drop)
+	}
+	if keep, drop := keepFirstPool([]rest.Qtree{{Volume: "only"}}, func(q *rest.Qtree) string { return q.Volume }); keep.Volume != "only" || len(drop) != 0 {
+		t.Errorf("one copy: keep %+v, drop %+v", keep, drop)
+	}
+	if keep, _ := keepFirstPool([]rest.Qtree{}, func(q *rest.Qtree) string { return q.Volume }); keep != nil {
+		t.Errorf("no copy: keep %+v", keep)
 	}
 }

@@ -124,8 +124,8 @@ type economy struct {
 	listing  chan struct{}            // closed when the listing in flight ends
 	creating map[string]chan struct{} // by poolAttrs.key(): a pool being made
 	// retired are pools whose delete stopped half way (econ_retire.go),
-	// seen by the last listing.
-	retired []rest.Volume
+	// by FlexVol name, as the last listing saw them.
+	retired map[string]rest.Volume
 }
 
 func newEconomy(d *driver, kind poolKind, prefix string, perPool int) *economy {
@@ -189,9 +189,10 @@ func (e *economy) refresh(ctx context.Context) error {
 		}
 	}
 	e.listedAt = time.Now()
+	e.retired = map[string]rest.Volume{}
 	for i := range vols {
 		if isRetiredPool(e.prefix, vols[i].Name) {
-			e.retired = append(e.retired, vols[i])
+			e.retired[vols[i].Name] = vols[i]
 		}
 	}
 	return nil
@@ -342,7 +343,6 @@ func (e *economy) newPool(ctx context.Context, a poolAttrs, size int64) error {
 	}
 	ch := make(chan struct{})
 	e.creating[key] = ch
-	name := e.freeNameLocked(key)
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
@@ -350,6 +350,12 @@ func (e *economy) newPool(ctx context.Context, a poolAttrs, size int64) error {
 		e.mu.Unlock()
 		close(ch)
 	}()
+	// A pool whose delete stopped half way still holds its junction path
+	// (qtree pools) and blocks its name: finish it first.
+	e.finishAllRetired(ctx)
+	e.mu.Lock()
+	name := e.freeNameLocked(key)
+	e.mu.Unlock()
 	probe := &econPool{vol: rest.Volume{SnapshotReservePercent: a.snapshotReserve}}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"backend": e.d.Name(), "flexvol": name}).Info("creating a pool FlexVol")
 	err := e.kind.createPool(ctx, name, a, probe.optimalSize(size))
@@ -362,13 +368,16 @@ func (e *economy) newPool(ctx context.Context, a poolAttrs, size int64) error {
 	return e.refresh(ctx)
 }
 
-// freeNameLocked is the first candidate pool name not in use. The
-// candidates are the same for every controller of the SVM (poolName).
+// freeNameLocked is the first candidate pool name not in use, by a pool
+// or by a pool being deleted. The candidates are the same for every
+// controller of the SVM (poolName).
 func (e *economy) freeNameLocked(key string) string {
 	seed := e.d.svm.UUID + "|" + e.prefix + "|" + key
 	for n := 0; ; n++ {
 		name := poolName(e.prefix, seed, n)
-		if _, taken := e.pools[name]; !taken {
+		_, taken := e.pools[name]
+		_, retiring := e.retired[name+retiredSuffix]
+		if !taken && !retiring {
 			return name
 		}
 	}
@@ -548,4 +557,34 @@ func waitDone(ctx context.Context, ch <-chan struct{}) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// keepFirstPool splits the copies of one economy volume found in several
+// pools into the one to keep, the one in the first pool by name (the same
+// choice for every caller), and the others (docs/design/economy.md §4.6).
+func keepFirstPool[T any](copies []T, pool func(*T) string) (keep *T, drop []*T) {
+	for i := range copies {
+		c := &copies[i]
+		switch {
+		case keep == nil:
+			keep = c
+		case pool(c) < pool(keep):
+			drop, keep = append(drop, keep), c
+		default:
+			drop = append(drop, c)
+		}
+	}
+	return keep, drop
+}
+
+// detach is the context of the steps that make or delete a member of a
+// pool: they run to their end even if the caller has given up waiting
+// (docs/design/economy.md §4.6). A create abandoned half way could land on
+// ONTAP after its retry, or after the volume's delete, leaving a member no
+// one deletes; a delete abandoned after the member went would leave its
+// pool to the prune, as a retried call finds the member gone. The
+// controller's per-volume lock, held meanwhile, turns the retries away
+// (Aborted). Bounded, and ended by nothing else.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 }

@@ -3,6 +3,7 @@ package ontap
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -37,7 +38,7 @@ func (e *economy) deletePool(ctx context.Context, name string) (bool, error) {
 		p.retiring = true
 	}
 	e.mu.Unlock()
-	gone := false
+	var gone bool
 	defer func() {
 		e.mu.Lock()
 		if gone {
@@ -47,24 +48,77 @@ func (e *economy) deletePool(ctx context.Context, name string) (bool, error) {
 		}
 		e.mu.Unlock()
 	}()
+	gone, err := e.retire(ctx, name)
+	return gone, err
+}
+
+// retire renames an empty pool out of the pool names and deletes it,
+// trying again for a few seconds when ONTAP fails (a busy volume): no
+// later call would, but the prune or the next new pool. A pool left renamed
+// is remembered for them.
+func (e *economy) retire(ctx context.Context, name string) (bool, error) {
+	wait := 250 * time.Millisecond
+	for {
+		gone, retired, err := e.retireOnce(ctx, name)
+		if err == nil {
+			return gone, nil
+		}
+		if wait > 2*time.Second || sleepCtx(ctx, wait) != nil {
+			if retired != nil {
+				e.mu.Lock()
+				if e.retired == nil {
+					e.retired = map[string]rest.Volume{}
+				}
+				e.retired[retired.Name] = *retired
+				e.mu.Unlock()
+			}
+			return false, err
+		}
+		wait *= 2
+	}
+}
+
+// retireOnce is one try of retire; retired is the renamed FlexVol, if it
+// got that far.
+func (e *economy) retireOnce(ctx context.Context, name string) (gone bool, retired *rest.Volume, err error) {
 	v, err := e.d.client.GetVolume(ctx, name)
 	if rest.IsNotFound(err) {
-		gone = true
-		return true, nil
+		// An earlier try may have renamed it already.
+		v, err = e.d.client.GetVolume(ctx, name+retiredSuffix)
+		if rest.IsNotFound(err) {
+			return true, nil, nil
+		}
+		if err != nil {
+			return false, nil, e.d.failure(err, "reading pool FlexVol %s", name+retiredSuffix)
+		}
+		gone, err = e.finishRetired(ctx, *v)
+		return gone, v, err
 	}
 	if err != nil {
-		return false, e.d.failure(err, "reading pool FlexVol %s", name)
+		return false, nil, e.d.failure(err, "reading pool FlexVol %s", name)
 	}
 	if n, err := e.kind.count(ctx, v); err != nil || n > 0 {
-		return false, err
+		return false, nil, err
 	}
-	retired := name + retiredSuffix
-	if err := e.d.client.ModifyVolume(ctx, v.UUID, rest.VolumeModify{Name: &retired}); err != nil {
-		return false, e.d.failure(err, "renaming empty pool FlexVol %s before deleting it", name)
+	to := name + retiredSuffix
+	if err := e.d.client.ModifyVolume(ctx, v.UUID, rest.VolumeModify{Name: &to}); err != nil {
+		return false, nil, e.d.failure(err, "renaming empty pool FlexVol %s before deleting it", name)
 	}
-	v.Name = retired
+	v.Name = to
 	gone, err = e.finishRetired(ctx, *v)
-	return gone, err
+	return gone, v, err
+}
+
+// sleepCtx waits for d, or less if ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // finishRetired ends the delete of a pool renamed by deletePool: deleted
@@ -91,15 +145,24 @@ func (e *economy) finishRetired(ctx context.Context, v rest.Volume) (bool, error
 	return true, nil
 }
 
-// finishAllRetired ends the deletes that a crash left half done.
+// finishAllRetired ends the deletes that a crash or a timeout left half
+// done, as the last listing saw them; a pool that could not be finished
+// stays known, and its name is not reused.
 func (e *economy) finishAllRetired(ctx context.Context) {
 	e.mu.Lock()
-	vols := e.retired
-	e.retired = nil
+	vols := make([]rest.Volume, 0, len(e.retired))
+	for _, v := range e.retired {
+		vols = append(vols, v)
+	}
 	e.mu.Unlock()
 	for _, v := range vols {
-		if _, err := e.finishRetired(ctx, v); err != nil {
+		_, err := e.finishRetired(ctx, v)
+		if err != nil {
 			logrus.WithContext(ctx).WithError(err).WithField("flexvol", v.Name).Warn("could not finish deleting a pool FlexVol")
+			continue
 		}
+		e.mu.Lock()
+		delete(e.retired, v.Name)
+		e.mu.Unlock()
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
@@ -232,15 +234,27 @@ func (n *nasEconomyDriver) newQtreePolicy(ctx context.Context, s *settings, o ba
 // is returned instead: the retried create finds the qtree and completes it.
 func (n *nasEconomyDriver) createIn(ctx context.Context, r *poolReservation, req *backends.CreateRequest, c rest.QtreeCreate) (*backends.Volume, bool, error) {
 	defer r.release()
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	pool := r.p.vol
 	c.Volume = pool.Name
 	err := n.eco.prepared(ctx, r.p)
 	if err == nil {
 		err = n.eco.ensureSize(ctx, r.p)
 	}
+	var q *rest.Qtree
+	var cerr error
 	if err == nil {
-		if err = n.client.CreateQtree(ctx, c); err != nil {
-			err = n.createFailure(err, "creating qtree %s in %s", c.Name, pool.Name)
+		// A failed create may have been made all the same (its answer
+		// lost), and an abandoned attempt may have made it elsewhere.
+		cerr = n.client.CreateQtree(ctx, c)
+		q, err = n.madeOnce(ctx, c.Name)
+		switch {
+		case err != nil:
+		case q == nil && cerr != nil:
+			err = n.createFailure(cerr, "creating qtree %s in %s", c.Name, pool.Name)
+		case q == nil:
+			err = backends.Errorf(backends.ErrUnavailable, "qtree %s was gone right after its create; retry", c.Name)
 		}
 	}
 	if err != nil {
@@ -249,6 +263,12 @@ func (n *nasEconomyDriver) createIn(ctx context.Context, r *poolReservation, req
 			return nil, true, nil
 		}
 		return nil, false, err
+	}
+	if cerr != nil || q.Volume != pool.Name {
+		// Not this create's qtree: an earlier attempt's, to complete.
+		r.release()
+		v, err := n.complete(ctx, req, q)
+		return v, false, err
 	}
 	if err := n.setQuota(ctx, &pool, c.Name, req.SizeBytes, nil); err != nil {
 		return nil, false, err
@@ -261,11 +281,29 @@ func (n *nasEconomyDriver) createIn(ctx context.Context, r *poolReservation, req
 		return nil, true, n.backOut(ctx, &pool, c.Name)
 	}
 	r.commit()
-	q := &rest.Qtree{Name: c.Name, Volume: pool.Name, VolumeUUID: pool.UUID, ExportPolicy: c.ExportPolicy}
-	if qs, err := n.client.ListQtrees(ctx, rest.Literal(pool.Name), c.Name); err == nil && len(qs) == 1 {
-		q = &qs[0]
-	}
 	return n.toVolume(req.Name, q, &rest.QuotaRule{Volume: pool.Name, VolumeUUID: pool.UUID, Qtree: c.Name, HardLimit: req.SizeBytes}), false, nil
+}
+
+// madeOnce finds a qtree just made, nil if there is none: once, after
+// deleting the copies an abandoned attempt of the same create made in other
+// pools (docs/design/economy.md §4.6).
+func (n *nasEconomyDriver) madeOnce(ctx context.Context, name string) (*rest.Qtree, error) {
+	qs, err := n.client.ListQtrees(ctx, n.eco.prefix+"*", name)
+	if err != nil {
+		return nil, n.failure(err, "looking up qtree %s", name)
+	}
+	if len(qs) == 0 {
+		return nil, nil
+	}
+	keep, drop := keepFirstPool(qs, func(q *rest.Qtree) string { return q.Volume })
+	for _, q := range drop {
+		logrus.WithContext(ctx).WithFields(logrus.Fields{"qtree": name, "flexvol": q.Volume, "kept": keep.Volume}).
+			Warn("an earlier attempt made the qtree in another pool too: deleting that copy")
+		if err := n.client.DeleteQtree(ctx, q.VolumeUUID, q.ID); err != nil && !rest.IsNotFound(err) {
+			return nil, n.failure(err, "deleting copy of qtree %s in %s", name, q.Volume)
+		}
+	}
+	return keep, nil
 }
 
 // poolGone reports whether a pool FlexVol is no longer there under its

@@ -47,7 +47,9 @@ func (n *nasEconomyDriver) ExpandVolume(ctx context.Context, vol *backends.Volum
 func (n *nasEconomyDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) error {
 	h := qtreeHandleOf(vol)
 	q := h.qtree
-	if n.cfg.AutoExportPolicy && q.ExportPolicy == q.Name {
+	// Its own policy even when the qtree is no longer on it: an unpublish
+	// stopped half way leaves it behind.
+	if n.cfg.AutoExportPolicy {
 		if err := n.dropOwnPolicy(ctx, n.qtreeTarget(&q)); err != nil {
 			return err
 		}
@@ -55,6 +57,8 @@ func (n *nasEconomyDriver) DeleteVolume(ctx context.Context, vol *backends.Volum
 	if err := n.deleteSnapshotsOf(ctx, vol); err != nil {
 		return err
 	}
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	if err := n.client.DeleteQtree(ctx, q.VolumeUUID, q.ID); err != nil && !rest.IsNotFound(err) {
 		return n.failure(err, "deleting qtree %s of volume %s", q.Name, vol.ID)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
@@ -195,6 +197,8 @@ func (s *sanEconomyDriver) CreateVolume(ctx context.Context, req *backends.Creat
 // allows, or another controller filled it at the same time.
 func (s *sanEconomyDriver) createIn(ctx context.Context, r *poolReservation, id string, c rest.LUNCreate) (*backends.Volume, bool, error) {
 	defer r.release()
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	pool := r.p.vol
 	err := s.eco.ensureSize(ctx, r.p)
 	var lun *rest.LUN
@@ -202,11 +206,21 @@ func (s *sanEconomyDriver) createIn(ctx context.Context, r *poolReservation, id 
 		lun, err = s.client.CreateLUN(ctx, c)
 	}
 	switch {
+	case rest.IsAlreadyExists(err):
+		// Made by an earlier attempt whose answer was lost: its own,
+		// attributes included.
+		return s.earlierLUN(ctx, r, id, lunLeaf(c.Path))
 	case rest.IsLUNLimitReached(err), err != nil && s.poolGone(ctx, pool.Name):
 		s.eco.markFull(r.p)
 		return nil, true, nil
 	case err != nil:
 		return nil, false, s.createFailure(err, "creating LUN %s", c.Path)
+	}
+	if kept, err := s.madeOnce(ctx, lunLeaf(c.Path)); err != nil || kept == nil || kept.UUID != lun.UUID {
+		// An abandoned attempt made it in another pool too, and that
+		// copy is the one kept.
+		r.release()
+		return s.keptVolume(id, kept, err)
 	}
 	over, err := s.eco.check(ctx, r)
 	if err != nil {
@@ -223,6 +237,45 @@ func (s *sanEconomyDriver) createIn(ctx context.Context, r *poolReservation, id 
 	return s.toVolume(id, lun), false, nil
 }
 
+// earlierLUN is a volume whose LUN an earlier attempt made.
+func (s *sanEconomyDriver) earlierLUN(ctx context.Context, r *poolReservation, id, name string) (*backends.Volume, bool, error) {
+	r.release()
+	kept, err := s.madeOnce(ctx, name)
+	return s.keptVolume(id, kept, err)
+}
+
+func (s *sanEconomyDriver) keptVolume(id string, lun *rest.LUN, err error) (*backends.Volume, bool, error) {
+	if err == nil && lun == nil {
+		err = backends.Errorf(backends.ErrUnavailable, "LUN of volume %s was gone right after its create; retry", id)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return s.toVolume(id, lun), false, nil
+}
+
+// madeOnce finds a LUN just made, nil if there is none: once, after
+// deleting the copies an abandoned attempt of the same create made in other
+// pools (docs/design/economy.md §4.6).
+func (s *sanEconomyDriver) madeOnce(ctx context.Context, name string) (*rest.LUN, error) {
+	luns, err := s.client.ListLUNsWithAttributes(ctx, "/vol/"+s.eco.prefix+"*/"+name)
+	if err != nil {
+		return nil, s.failure(err, "looking up LUN %s", name)
+	}
+	if len(luns) == 0 {
+		return nil, nil
+	}
+	keep, drop := keepFirstPool(luns, func(l *rest.LUN) string { return l.VolumeName })
+	for _, l := range drop {
+		logrus.WithContext(ctx).WithFields(logrus.Fields{"lun": name, "flexvol": l.VolumeName, "kept": keep.VolumeName}).
+			Warn("an earlier attempt made the LUN in another pool too: deleting that copy")
+		if err := s.client.DeleteLUN(ctx, l.UUID); err != nil && !rest.IsNotFound(err) {
+			return nil, s.failure(err, "deleting copy of LUN %s in %s", name, l.VolumeName)
+		}
+	}
+	return keep, nil
+}
+
 func (s *sanEconomyDriver) poolGone(ctx context.Context, name string) bool {
 	_, err := s.client.GetVolume(ctx, name)
 	return rest.IsNotFound(err)
@@ -233,6 +286,8 @@ func (s *sanEconomyDriver) poolGone(ctx context.Context, name string) bool {
 // Trident places clones there whatever lunsPerFlexvol). The clone comes
 // with its source's attributes; its own record replaces the source's.
 func (s *sanEconomyDriver) cloneLUN(ctx context.Context, req *backends.CreateRequest, name string, attrs map[string]string) (*backends.Volume, error) {
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	src, err := s.cloneSource(req.Source)
 	if err != nil {
 		return nil, err

@@ -113,6 +113,8 @@ func (s *sanEconomyDriver) DeleteVolume(ctx context.Context, vol *backends.Volum
 			return err
 		}
 	}
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	if err := s.deleteLUN(ctx, lun, true); err != nil {
 		return err
 	}

@@ -31,6 +31,8 @@ type lunSnapshotHandle struct {
 
 // CreateSnapshot clones the volume's LUN into its snapshot LUN.
 func (s *sanEconomyDriver) CreateSnapshot(ctx context.Context, vol *backends.Volume, name string) (*backends.Snapshot, error) {
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	lun := handleOf(vol).lun
 	sn := snapshotName(name)
 	path := "/vol/" + lun.VolumeName + "/" + lunSnapshotName(lunLeaf(lun.Path), sn)
@@ -128,6 +130,8 @@ func (s *sanEconomyDriver) Snapshots(ctx context.Context, f backends.SnapshotFil
 // their own: they stay.
 func (s *sanEconomyDriver) DeleteSnapshot(ctx context.Context, snap *backends.Snapshot) error {
 	lun := &snap.Handle.(*lunSnapshotHandle).lun
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	if err := s.deleteLUN(ctx, lun, false); err != nil {
 		return err
 	}
