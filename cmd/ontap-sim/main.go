@@ -22,8 +22,8 @@ import (
 
 const simUsageHead = `usage: ontap-sim [flags]
 
-Runs the ONTAP REST simulator (ONTAP 9 /api subset used by ontap-nas and
-ontap-san, plus the test data plane under /sim). Prints one line
+Runs the ONTAP REST simulator (ONTAP 9 /api subset used by ontap-nas,
+ontap-san and their economy variants, plus the test data plane under /sim). Prints one line
 "listening on <url>" on stdout once it serves; logs go to stderr. SIGTERM or
 SIGINT stops it (saving the state when --data-dir is set).
 
@@ -36,7 +36,7 @@ Flags:
 
 type simOptions struct {
 	listen, dataDir, svm, username, password string
-	insecureHTTP                             bool
+	insecureHTTP, qtreeQuotaMounts           bool
 	latency, faults, version, logLevel       string
 	logFormat, nfsLIFs, iscsiLIFs            string
 	seed                                     uint64
@@ -59,6 +59,7 @@ func newSimFlagSet(o *simOptions) *flag.FlagSet {
 	fs.IntVar(&o.nodes, "nodes", 2, "cluster nodes, in HA pairs; one aggregate and one iSCSI LIF each")
 	fs.StringVar(&o.nfsLIFs, "nfs-lifs", "", "comma-separated NFS data LIF addresses (default 127.0.0.10)")
 	fs.StringVar(&o.iscsiLIFs, "iscsi-lifs", "", "comma-separated iSCSI data LIF addresses (default 127.0.0.11, 127.0.0.12, ...)")
+	fs.BoolVar(&o.qtreeQuotaMounts, "qtree-quota-mounts", false, "make every qtree a tmpfs of its tree quota, so sizes are enforced on the file data plane (needs root)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	return fs
@@ -76,7 +77,7 @@ func printSimUsage(fs *flag.FlagSet, w io.Writer) {
 func (o *simOptions) simConfig() (ontapsim.Config, error) {
 	cfg := ontapsim.Config{
 		SVM: o.svm, Username: o.username, Password: o.password, ONTAPVersion: o.version,
-		Nodes: o.nodes, DataDir: o.dataDir, Seed: o.seed,
+		Nodes: o.nodes, DataDir: o.dataDir, Seed: o.seed, QtreeQuotaMounts: o.qtreeQuotaMounts,
 	}
 	if o.username == "" || o.password == "" {
 		return cfg, errors.New("--username and --password must not be empty")
