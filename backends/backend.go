@@ -124,6 +124,10 @@ type Pool struct {
 	Region, Zone string
 	// ProvisioningTypes lists what the pool offers: "thin", "thick".
 	ProvisioningTypes []string
+	// NoSnapshots and NoClones: the pool does not offer them, so a
+	// StorageClass asking for snapshots or clones "true" skips it, as
+	// Trident's bool offers match (ontap-nas-economy offers neither).
+	NoSnapshots, NoClones bool
 }
 
 // Capacity is the space of a pool in bytes.

@@ -24,8 +24,10 @@ type parameters struct {
 	provisioningType string
 	region, zone     string
 	// iops is set by Trident's IOPS attribute, which no ONTAP pool offers.
-	iops    bool
-	options backends.VolumeOptions
+	iops bool
+	// wantSnapshots, wantClones: the StorageClass asked for "true".
+	wantSnapshots, wantClones bool
+	options                   backends.VolumeOptions
 }
 
 // tridentPrefix marks Trident's PVC-annotation spelling of a parameter
@@ -88,9 +90,15 @@ func (p *parameters) setPlacement(k, v string) (known bool, err error) {
 		p.provisioningType = v
 		p.options.SpaceReserve = map[string]string{"thin": "none", "thick": "volume"}[v]
 	case "snapshots", "clones":
-		// ONTAP pools offer both; only a request for "false" is
-		// unusual, and it is satisfied by not using them.
-		_, err = strconv.ParseBool(v)
+		// "true" needs a pool that offers them; "false" matches every
+		// pool, as Trident's bool offers do.
+		var want bool
+		want, err = strconv.ParseBool(v)
+		if k == "snapshots" {
+			p.wantSnapshots = want
+		} else {
+			p.wantClones = want
+		}
 	case "nasType":
 		err = oneOf(strings.ToLower(v), "nfs")
 	case "sanType":

@@ -37,7 +37,8 @@ func TestPoolList(t *testing.T) {
 func TestPoolAllowed(t *testing.T) {
 	gold := backends.Pool{Name: "b_pool_0", Labels: map[string]string{"tier": "gold", "zone": "a"}, Media: "ssd", ProvisioningTypes: []string{"thick"},
 		Region: "eu", Zone: "eu-1"}
-	silver := backends.Pool{Name: "b_pool_1", Labels: map[string]string{"tier": "silver"}, Media: "hdd", ProvisioningTypes: []string{"thin"}}
+	// silver is an ontap-nas-economy pool: no snapshots, no clones.
+	silver := backends.Pool{Name: "b_pool_1", Labels: map[string]string{"tier": "silver"}, Media: "hdd", ProvisioningTypes: []string{"thin"}, NoSnapshots: true, NoClones: true}
 	for _, tc := range []struct {
 		params map[string]string
 		want   []string
@@ -58,6 +59,9 @@ func TestPoolAllowed(t *testing.T) {
 		// additionalStoragePools can still name a pool.
 		{map[string]string{"IOPS": "1000"}, nil},
 		{map[string]string{"IOPS": "1000", "additionalStoragePools": "b:b_pool_1"}, []string{"b_pool_1"}},
+		{map[string]string{"snapshots": "true"}, []string{"b_pool_0"}},
+		{map[string]string{"clones": "true"}, []string{"b_pool_0"}},
+		{map[string]string{"snapshots": "false", "clones": "false"}, []string{"b_pool_0", "b_pool_1"}},
 	} {
 		p, err := parseParameters(tc.params)
 		if err != nil {

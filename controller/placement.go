@@ -106,6 +106,9 @@ func (p *parameters) poolAllowed(backend string, pool backends.Pool) bool {
 	if p.region != "" && pool.Region != p.region || p.zone != "" && pool.Zone != p.zone {
 		return false
 	}
+	if p.wantSnapshots && pool.NoSnapshots || p.wantClones && pool.NoClones {
+		return false
+	}
 	return !p.iops
 }
 

@@ -53,6 +53,10 @@ func NewBackend(cfg *config.Backend, opts Options) (backends.Backend, error) {
 		s := &sanDriver{driver: d}
 		d.initProtocol, d.lunSizes = s.init, s.readLUNSizes
 		return s, nil
+	case config.DriverONTAPNASEconomy:
+		return newNASEconomy(d), nil
+	case config.DriverONTAPSANEconomy:
+		return newSANEconomy(d), nil
 	}
 	return nil, fmt.Errorf("backend %s (%s): storage driver %q is not supported", cfg.BackendName, cfg.Source, cfg.StorageDriverName)
 }
@@ -218,7 +222,7 @@ func (d *driver) checkBalancedPlacement(ctx context.Context) error {
 }
 
 func (d *driver) protocol() backends.Protocol {
-	if d.cfg.StorageDriverName == config.DriverONTAPSAN {
+	if d.cfg.IsSAN() {
 		return backends.ProtocolBlock
 	}
 	return backends.ProtocolFile

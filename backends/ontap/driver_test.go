@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
 	"net/url"
 	"reflect"
@@ -34,11 +35,23 @@ func simBackend(t *testing.T, driver string, simCfg ontapsim.Config, extra map[s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	base, err := s.Start("127.0.0.1:0", true)
-	if err != nil {
+	if _, err := s.Start("127.0.0.1:0", true); err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse(base)
+	return simBackendOn(t, s, driver, extra)
+}
+
+// simBackendOn is a driver on a running simulator: a second one is a second
+// controller of the same SVM.
+func simBackendOn(t *testing.T, s *ontapsim.Simulator, driver string, extra map[string]any) (backends.Backend, *ontapsim.Simulator) {
+	t.Helper()
+	return simBackendOpts(t, s, driver, extra, ontap.Options{}), s
+}
+
+// simBackendOpts is simBackendOn with driver options.
+func simBackendOpts(t *testing.T, s *ontapsim.Simulator, driver string, extra map[string]any, opts ontap.Options) backends.Backend {
+	t.Helper()
+	u, _ := url.Parse(s.URL())
 	cfg := map[string]any{
 		"version": 1, "storageDriverName": driver, "backendName": "b1", "managementLIF": u.Host,
 		"svm": s.Info().SVM, "username": "admin", "password": "password",
@@ -52,13 +65,17 @@ func simBackend(t *testing.T, driver string, simCfg ontapsim.Config, extra map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ontap.NewBackend(bc, ontap.Options{Client: func(c *rest.ClientConfig) {
+	opts.Client = func(c *rest.ClientConfig) {
 		c.RetryBaseDelay, c.RetryMaxDelay, c.JobPollInitial, c.JobPollMax = time.Millisecond, 10*time.Millisecond, time.Millisecond, 10*time.Millisecond
-	}})
+	}
+	b, err := ontap.NewBackend(bc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, s
+	if c, ok := b.(io.Closer); ok {
+		t.Cleanup(func() { c.Close() })
+	}
+	return b
 }
 
 func ctxT(t *testing.T) context.Context {

@@ -167,7 +167,7 @@ func (n *nasDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 // retry finds it and finishes, rather than an orphaned policy.
 func (n *nasDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) error {
 	if n.cfg.AutoExportPolicy {
-		if err := n.dropOwnPolicy(ctx, vol); err != nil {
+		if err := n.dropOwnPolicy(ctx, n.flexVolTarget(vol)); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,17 @@ const ManagedPool = "managed_storage_pool"
 // pool with balanced placement, else one pool per aggregate of the SVM, as
 // Trident offers its pools.
 func (d *driver) buildPools(svm *rest.SVM) []backends.Pool {
+	pools := d.physicalOrVirtualPools(svm)
+	if d.cfg.StorageDriverName == config.DriverONTAPNASEconomy {
+		// Trident's qtree pools offer snapshots and clones false.
+		for i := range pools {
+			pools[i].NoSnapshots, pools[i].NoClones = true, true
+		}
+	}
+	return pools
+}
+
+func (d *driver) physicalOrVirtualPools(svm *rest.SVM) []backends.Pool {
 	var pools []backends.Pool
 	for _, vp := range d.cfg.Storage {
 		pt := "thin"

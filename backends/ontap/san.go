@@ -210,20 +210,28 @@ func (s *sanDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 // finds it and finishes, rather than an orphaned igroup.
 func (s *sanDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) error {
 	if lun := handleOf(vol).lun; lun != nil {
-		maps, err := s.client.ListLUNMaps(ctx, lun.Path, "")
-		if err != nil {
-			return s.failure(err, "reading the maps of LUN %s", lun.Path)
-		}
-		for _, m := range maps {
-			if perNodeIgroupRE.MatchString(m.IgroupName) {
-				err = s.unmap(ctx, m)
-			} else if err = s.client.DeleteLUNMap(ctx, m.LUNUUID, m.IgroupUUID); rest.IsNotFound(err) {
-				err = nil
-			}
-			if err != nil {
-				return s.failure(err, "unmapping LUN %s from igroup %s", lun.Path, m.IgroupName)
-			}
+		if err := s.unmapAll(ctx, lun); err != nil {
+			return err
 		}
 	}
 	return s.deleteFlexVol(ctx, vol)
+}
+
+// unmapAll removes every map of a LUN, and per-node igroups left empty.
+func (s *sanDriver) unmapAll(ctx context.Context, lun *rest.LUN) error {
+	maps, err := s.client.ListLUNMaps(ctx, lun.Path, "")
+	if err != nil {
+		return s.failure(err, "reading the maps of LUN %s", lun.Path)
+	}
+	for _, m := range maps {
+		if perNodeIgroupRE.MatchString(m.IgroupName) {
+			err = s.unmap(ctx, m)
+		} else if err = s.client.DeleteLUNMap(ctx, m.LUNUUID, m.IgroupUUID); rest.IsNotFound(err) {
+			err = nil
+		}
+		if err != nil {
+			return s.failure(err, "unmapping LUN %s from igroup %s", lun.Path, m.IgroupName)
+		}
+	}
+	return nil
 }

@@ -409,7 +409,7 @@ func TestBadConfigs(t *testing.T) {
 		{"no-secret", e.spec(map[string]any{"credentials": map[string]any{"name": "missing-creds"}}), `Secret "missing-creds"`},
 		{"name-clash", e.spec(map[string]any{"backendName": "nas"}), `backend name "nas" is already used by TridentBackendConfig nas`},
 		{"reserved-name", e.spec(map[string]any{"backendName": "from-file"}), "already used by a --backend-config file"},
-		{"unsupported-driver", e.spec(map[string]any{"storageDriverName": "ontap-nas-economy"}), "ontap-nas-economy"},
+		{"unsupported-driver", e.spec(map[string]any{"storageDriverName": "ontap-nas-flexgroup"}), "ontap-nas-flexgroup"},
 		{"wrong-svm", e.spec(map[string]any{"svm": "nosuchsvm"}), "ONTAP:"},
 	} {
 		e.create(tc.name, tc.spec, nil)
@@ -470,7 +470,7 @@ func TestBoundByTridentButNotLoadable(t *testing.T) {
 		"phase": "Bound", "lastOperationStatus": "Success", "message": "Backend 'eco' created",
 		"deletionPolicy": "delete", "backendInfo": map[string]any{"backendName": "eco", "backendUUID": "9c3e-trident"},
 	}
-	e.create("eco", e.spec(map[string]any{"storageDriverName": "ontap-nas-economy", "backendName": "eco"}), tridentStatus)
+	e.create("eco", e.spec(map[string]any{"storageDriverName": "ontap-nas-flexgroup", "backendName": "eco"}), tridentStatus)
 	st := e.waitStatus("eco", "failed", func(st Status) bool { return st.LastOperationStatus == OperationFailed })
 	if st.Phase != PhaseBound || st.BackendUUID != "9c3e-trident" || !strings.HasPrefix(st.Message, "Failed to load the backend; ") {
 		t.Errorf("status = %+v; the phase and Trident's backend UUID must stay", st)

@@ -372,6 +372,8 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 		return nil, errConflict(codeLUNVolOffline, "name", "Volume %q is not online.", v.Name)
 	case m.lunByPath(spec.SVM.UUID, spec.Path) != nil:
 		return nil, errConflict(codeLUNExists, "name", "A LUN or NVMe namespace already exists at path %q.", spec.Path)
+	case len(m.lunsOfVolume(v.UUID)) >= s.cfg.MaxLUNsPerVolume:
+		return nil, errInvalid(codeTooManyLUNs, "name", "Volume %q already holds the maximum number of LUNs (%d).", v.Name, s.cfg.MaxLUNsPerVolume)
 	}
 	if err := checkLUNInVolume(spec.Size, v); err != nil {
 		return nil, err
@@ -391,6 +393,9 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 			return nil, errInvalid(codeLUNCloneOtherVol, "clone.source", "A LUN can only be cloned within its volume.")
 		}
 		l.OSType = src.OSType
+		if l.Attributes == nil {
+			l.Attributes = append([]lunAttr(nil), src.Attributes...)
+		}
 		if l.Size == 0 {
 			l.Size = src.Size
 		}
@@ -427,6 +432,9 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 type lunSource struct {
 	Size   int64
 	OSType string
+	// Attributes come with the clone (ONTAP: "a clone can already have
+	// attributes from its source").
+	Attributes []lunAttr
 }
 
 func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, string, *apiError) {
@@ -437,7 +445,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 		if l == nil {
 			return nil, "", "", notFound
 		}
-		return &lunSource{Size: l.Size, OSType: l.OSType}, l.Volume, s.lunFile(l.UUID), nil
+		return &lunSource{Size: l.Size, OSType: l.OSType, Attributes: l.Attributes}, l.Volume, s.lunFile(l.UUID), nil
 	}
 	parts := strings.Split(spec.CloneSrc, "/")
 	if len(parts) == 6 && parts[1] == "vol" && parts[3] == ".snapshot" {
@@ -451,7 +459,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 		}
 		for _, sl := range sn.LUNs {
 			if sl.Leaf == parts[5] {
-				return &lunSource{Size: sl.Size, OSType: sl.OSType}, v.UUID, s.snapshotLUNFile(sn.UUID, sl.UUID), nil
+				return &lunSource{Size: sl.Size, OSType: sl.OSType, Attributes: sl.Attributes}, v.UUID, s.snapshotLUNFile(sn.UUID, sl.UUID), nil
 			}
 		}
 		return nil, "", "", notFound
@@ -460,7 +468,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 	if l == nil {
 		return nil, "", "", notFound
 	}
-	return &lunSource{Size: l.Size, OSType: l.OSType}, l.Volume, s.lunFile(l.UUID), nil
+	return &lunSource{Size: l.Size, OSType: l.OSType, Attributes: l.Attributes}, l.Volume, s.lunFile(l.UUID), nil
 }
 
 func errLUNSpace(v *volumeState, need, avail int64) *apiError {

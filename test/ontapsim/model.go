@@ -29,6 +29,11 @@ type model struct {
 	LUNMaps          []*lunMapState          `json:"lun_maps"`
 	Credentials      []*chapState            `json:"credentials"`
 	DeletedSeq       int                     `json:"deleted_seq"`
+
+	// Qtrees and tree quotas (qtrees.go, quotas.go).
+	Qtrees       map[string]*qtreeState       `json:"qtrees,omitempty"` // "<volume uuid>/<id>"
+	QuotaRules   map[string]*quotaRuleState   `json:"quota_rules,omitempty"`
+	VolumeQuotas map[string]*volumeQuotaState `json:"volume_quotas,omitempty"` // by volume uuid
 }
 
 const modelFormat = 1

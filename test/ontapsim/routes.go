@@ -18,6 +18,8 @@ func (s *Simulator) buildRoutes() []*route {
 	s.igroupRoutes()
 	s.lunMapRoutes()
 	s.iscsiRoutes()
+	s.qtreeRoutes()
+	s.quotaRoutes()
 	return s.routes
 }
 

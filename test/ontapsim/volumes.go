@@ -28,7 +28,7 @@ var volumeResource = &resource{
 		clone.parent_snapshot.name clone.parent_snapshot.uuid clone.parent_svm.name clone.parent_svm.uuid
 		clone.split_initiated clone.split_complete_percent clone.split_estimate
 		autosize.mode autosize.maximum autosize.minimum autosize.grow_threshold autosize.shrink_threshold
-		qos.policy.name qos.policy.uuid tiering.policy snapshot_count is_svm_root _links`),
+		qos.policy.name qos.policy.uuid tiering.policy snapshot_count is_svm_root quota.enabled quota.state _links`),
 	keys: []string{"uuid", "name"},
 	// Expensive fields are only returned when named or with fields=** (docs/design/ontap-rest.md §3.5).
 	expensive: []string{"nas.path", "nas.security_style", "nas.unix_permissions", "nas.uid", "nas.gid",
@@ -57,7 +57,7 @@ var volumePatchFields = newSchema(`name size state comment snapshot_policy.name 
 	snapshot_directory_access_enabled nas.path nas.security_style nas.unix_permissions nas.uid nas.gid
 	nas.export_policy.name nas.export_policy.id space.snapshot.reserve_percent space.large_size_enabled
 	tiering.policy qos.policy.name qos.policy.uuid autosize.mode autosize.maximum autosize.minimum guarantee.type
-	clone.split_initiated`)
+	clone.split_initiated quota.enabled`)
 
 const (
 	minVolumeSize          = 20 * mib
@@ -832,6 +832,7 @@ func (s *Simulator) renderVolume(u *usage, v *volumeState) map[string]any {
 		clone["split_estimate"] = used
 	}
 	rec["clone"] = clone
+	s.renderVolumeQuota(v, rec)
 	return rec
 }
 
@@ -879,6 +880,7 @@ type volumePatch struct {
 	Guarantee      *string
 	LargeSize      *bool
 	Split          *bool
+	QuotaEnabled   *bool
 	RestoreSnap    string
 	RestoreIsUUID  bool
 }
@@ -990,6 +992,9 @@ func parseVolumePatch(c *call) (*volumePatch, *apiError) {
 	}
 	if sp, ok := b.boolean("clone.split_initiated"); ok {
 		p.Split = &sp
+	}
+	if qe, ok := b.boolean("quota.enabled"); ok {
+		p.QuotaEnabled = &qe
 	}
 	if b.err != nil {
 		return nil, b.err
@@ -1232,6 +1237,9 @@ func (s *Simulator) applyVolumePatch(v *volumeState, p *volumePatch, ch *volumeC
 	if ch.splitting {
 		v.CloneParent, v.CloneParentSnap, v.SplitInitiated = "", "", false
 	}
+	if p.QuotaEnabled != nil {
+		s.setVolumeQuota(v, *p.QuotaEnabled)
+	}
 	return nil
 }
 
@@ -1357,6 +1365,7 @@ func (s *Simulator) destroyVolume(v *volumeState, force bool) *apiError {
 	for _, l := range luns {
 		s.deleteLUNLocked(l)
 	}
+	s.dropQtreesOf(v)
 	for _, sn := range v.Snapshots {
 		os.RemoveAll(s.snapshotDir(sn.UUID))
 	}

@@ -60,7 +60,7 @@ type Backend struct {
 	Source string // the file name (or label) used in messages
 
 	Version           int
-	StorageDriverName string // DriverONTAPNAS or DriverONTAPSAN
+	StorageDriverName string // DriverONTAPNAS, DriverONTAPSAN or an economy driver
 	BackendName       string
 	ManagementLIF     string
 	DataLIF           string
@@ -105,6 +105,8 @@ type Backend struct {
 	// Storage holds the virtual pools, each with the backend's settings
 	// merged under its own.
 	Storage []VirtualPool
+	// Economy is set for the economy drivers (economy.go).
+	Economy *Economy
 
 	// UserState is Trident's "normal" or "suspended": a suspended
 	// backend takes no new volumes but clones, and serves its own.

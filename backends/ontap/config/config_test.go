@@ -168,7 +168,7 @@ func TestParseRejectsInvalidValuesNamingTheKey(t *testing.T) {
 		{"version", strings.Replace(minimal(""), `"version":1`, `"version":2`, 1), `version: must be the number 1, not 2`},
 		{"version string", strings.Replace(minimal(""), `"version":1`, `"version":"1"`, 1), `version: must be the number 1`},
 		{"missing version", strings.Replace(minimal(""), `"version":1,`, ``, 1), `version: is required`},
-		{"driver", strings.Replace(minimal(""), `ontap-nas`, `ontap-nas-economy`, 1), `storageDriverName: "ontap-nas-economy" is not supported`},
+		{"driver", strings.Replace(minimal(""), `ontap-nas`, `ontap-nas-flexgroup`, 1), `storageDriverName: "ontap-nas-flexgroup" is not supported`},
 		{"typo", minimal(`,"managmentLIF":"x"`), `unknown key "managmentLIF" (did you mean "managementLIF"?)`},
 		{"typo in defaults", minimal(`,"defaults":{"snapshotReserv":"5"}`), `defaults: unknown key "snapshotReserv" (did you mean "snapshotReserve"?)`},
 		{"unknown far from anything", minimal(`,"flux":1`), `unknown key "flux"`},

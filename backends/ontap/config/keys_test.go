@@ -148,10 +148,10 @@ func TestParserKnowsEveryTridentKey(t *testing.T) {
 // although the parser reads them: what they ask for is done differently,
 // or (per driver) not at all.
 var warnedKeys = map[string][]string{
-	DriverONTAPNAS: {"aws", "igroupName", "defaults.formatOptions", "storage[0].defaults.formatOptions",
-		"defaults.nameTemplate", "storage[0].defaults.nameTemplate", "useCHAP"},
-	DriverONTAPSAN: {"aws", "igroupName", "defaults.formatOptions", "storage[0].defaults.formatOptions",
-		"defaults.nameTemplate", "storage[0].defaults.nameTemplate", "dataLIF", "autoExportPolicy"},
+	DriverONTAPNAS: append([]string{"aws", "igroupName", "defaults.formatOptions", "storage[0].defaults.formatOptions",
+		"defaults.nameTemplate", "storage[0].defaults.nameTemplate", "useCHAP"}, economyKeys...),
+	DriverONTAPSAN: append([]string{"aws", "igroupName", "defaults.formatOptions", "storage[0].defaults.formatOptions",
+		"defaults.nameTemplate", "storage[0].defaults.nameTemplate", "dataLIF", "autoExportPolicy"}, economyKeys...),
 }
 
 // TestEveryTridentKeyLoads loads every-key.yaml as ontap-nas and as

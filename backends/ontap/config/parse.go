@@ -37,6 +37,7 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 	p.addresses(cfg, top)
 	p.credentialsAndTLS(cfg, top, dir)
 	p.storagePrefix(cfg, top["storagePrefix"])
+	p.economy(cfg, top)
 	p.limits(cfg, top)
 	p.exports(cfg, top)
 	p.tridentOnly(cfg, top)
@@ -71,17 +72,19 @@ func (p *parser) version(cfg *Backend, top map[string]json.RawMessage) {
 
 func (p *parser) driverName(cfg *Backend, top map[string]json.RawMessage) {
 	cfg.StorageDriverName = p.str("storageDriverName", top["storageDriverName"])
-	switch cfg.StorageDriverName {
-	case DriverONTAPNAS, DriverONTAPSAN:
-	case "":
-		p.fail("storageDriverName", "is required (%s or %s)", DriverONTAPNAS, DriverONTAPSAN)
+	switch {
+	case supportedDriver(cfg.StorageDriverName):
+	case cfg.StorageDriverName == "":
+		p.fail("storageDriverName", "is required (%s)", supportedDrivers)
 	default:
-		p.fail("storageDriverName", "%q is not supported (supported: %s, %s)", cfg.StorageDriverName, DriverONTAPNAS, DriverONTAPSAN)
+		p.fail("storageDriverName", "%q is not supported (supported: %s)", cfg.StorageDriverName, supportedDrivers)
 	}
 }
 
 // san reports whether the config is for ontap-san.
-func (c *Backend) san() bool { return c.StorageDriverName == DriverONTAPSAN }
+func (c *Backend) san() bool {
+	return c.StorageDriverName == DriverONTAPSAN || c.StorageDriverName == DriverONTAPSANEconomy
+}
 
 // addresses reads the LIFs and the SVM, and names the backend after its
 // driver and LIF when the config does not, as Trident does.
@@ -145,7 +148,9 @@ func (p *parser) storagePrefix(cfg *Backend, raw json.RawMessage) {
 		p.fail("storagePrefix", "must be a string, not %s", jsonKind(raw))
 	default:
 		cfg.StoragePrefix = p.str("storagePrefix", raw)
-		if cfg.StoragePrefix != "" && !storagePrefixRE.MatchString(cfg.StoragePrefix) {
+		if cfg.IsEconomy() {
+			p.economyPrefix(cfg)
+		} else if cfg.StoragePrefix != "" && !storagePrefixRE.MatchString(cfg.StoragePrefix) {
 			p.fail("storagePrefix", "%q may hold only letters, digits, '_', '-' and '.', and must not start with a digit", cfg.StoragePrefix)
 		} else if len(cfg.StoragePrefix) > 64 {
 			p.fail("storagePrefix", "is longer than 64 characters")

@@ -32,12 +32,13 @@ var topKeys = map[string]keyKind{
 	"defaults": keyUsed, "storage": keyUsed, "labels": keyUsed, "region": keyUsed, "zone": keyUsed,
 	"supportedTopologies": keyUsed, "useREST": keyUsed, "nasType": keyUsed, "sanType": keyUsed,
 	"useBalancedPlacement": keyUsed, "userState": keyUsed, "aws": keyUsed,
+	// The economy drivers' keys; other drivers warn of them (economy.go).
+	"qtreesPerFlexvol": keyUsed, "lunsPerFlexvol": keyUsed, "limitVolumePoolSize": keyUsed,
+	"denyNewVolumePools": keyUsed, "emptyFlexvolDeferredDeletePeriod": keyUsed,
+	"qtreePruneFlexvolsPeriod": keyUsed, "qtreeQuotaResizePeriod": keyUsed,
 
 	"debug": keyIgnored, "debugTraceFlags": keyIgnored, "disableDelete": keyIgnored, "serialNumbers": keyIgnored,
-	"usageHeartbeat": keyIgnored, "qtreePruneFlexvolsPeriod": keyIgnored,
-	"qtreeQuotaResizePeriod": keyIgnored, "qtreesPerFlexvol": keyIgnored, "lunsPerFlexvol": keyIgnored,
-	"emptyFlexvolDeferredDeletePeriod": keyIgnored, "cloneSplitDelay": keyIgnored,
-	"limitVolumePoolSize": keyIgnored, "denyNewVolumePools": keyIgnored, "replicationPolicy": keyIgnored,
+	"usageHeartbeat": keyIgnored, "cloneSplitDelay": keyIgnored, "replicationPolicy": keyIgnored,
 	"replicationSchedule": keyIgnored, "flexgroupAggregateList": keyIgnored, "smbShare": keyIgnored,
 	"backendPools": keyIgnored, "flags": keyIgnored, "gcnv": keyIgnored,
 }
@@ -67,15 +68,13 @@ var awsKeys = map[string]keyKind{
 // ignoredBecause says, for each keyIgnored key, what happens instead; the
 // one warning a set key gets names it and says this.
 var ignoredBecause = map[string]string{
-	"debug":           "log levels come from the --log_level and --debug flags",
-	"debugTraceFlags": "log levels come from the --log_level and --debug flags",
-	"disableDelete":   "deleting a PV deletes its ONTAP volume, as Trident (which also ignores this key) does",
-	"serialNumbers":   "Trident records it for itself; ontap-csi reads nothing from it",
-	"backendPools":    "Trident records it for itself; ontap-csi reads nothing from it",
-	"flags":           "Trident records it for itself; ontap-csi reads nothing from it",
-	"usageHeartbeat":  economyOnly, "qtreePruneFlexvolsPeriod": economyOnly, "qtreeQuotaResizePeriod": economyOnly,
-	"qtreesPerFlexvol": economyOnly, "lunsPerFlexvol": economyOnly, "emptyFlexvolDeferredDeletePeriod": economyOnly,
-	"limitVolumePoolSize": economyOnly, "denyNewVolumePools": economyOnly,
+	"debug":                  "log levels come from the --log_level and --debug flags",
+	"debugTraceFlags":        "log levels come from the --log_level and --debug flags",
+	"disableDelete":          "deleting a PV deletes its ONTAP volume, as Trident (which also ignores this key) does",
+	"serialNumbers":          "Trident records it for itself; ontap-csi reads nothing from it",
+	"backendPools":           "Trident records it for itself; ontap-csi reads nothing from it",
+	"flags":                  "Trident records it for itself; ontap-csi reads nothing from it",
+	"usageHeartbeat":         "Trident's economy drivers report usage with it; ontap-csi sends no usage reports",
 	"cloneSplitDelay":        "clones of a snapshot being deleted are split at the first delete attempt, without a delay",
 	"replicationPolicy":      "volumes are not mirrored: ontap-csi does not manage SnapMirror",
 	"replicationSchedule":    "volumes are not mirrored: ontap-csi does not manage SnapMirror",
@@ -84,8 +83,6 @@ var ignoredBecause = map[string]string{
 	"adAdminUser":            "only SMB volumes use it; ontap-csi serves NFS and iSCSI",
 	"gcnv":                   "ontap-csi talks to ONTAP directly at managementLIF, not through the Google Cloud NetApp Volumes proxy",
 }
-
-const economyOnly = "only the economy drivers use it; ontap-nas and ontap-san ignore it, as in Trident"
 
 var credentialsKeys = map[string]keyKind{"file": keyUsed, "name": keyUsed, "type": keyUsed}
 

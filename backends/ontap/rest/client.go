@@ -726,6 +726,17 @@ func literalQuery(q url.Values, field, v string) error {
 	return err
 }
 
+// Literal is name as a part of an ONTAP query pattern that matches only
+// itself, for methods that take a pattern (e.g. "/vol/<name>/*"). A name
+// holding query operators cannot be a part of a larger pattern, quoted or
+// not, so it is refused (ClassInvalid).
+func Literal(name string) (string, error) {
+	if lit, err := queryLiteral(name); err != nil || lit != name {
+		return "", &Error{Class: ClassInvalid, Message: fmt.Sprintf("%q holds ONTAP query operators: it cannot be part of a query pattern", name)}
+	}
+	return name, nil
+}
+
 // notFound builds the error of a "get by name" that matched no record.
 func notFound(endpoint, what, name string) error {
 	return &Error{Class: ClassNotFound, Endpoint: "GET " + endpoint, Message: fmt.Sprintf("%s %q not found", what, name)}

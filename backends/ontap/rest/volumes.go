@@ -35,6 +35,7 @@ type Volume struct {
 	CloneParentVolume      string
 	CloneParentSnapshot    string
 	CloneSplitInitiated    bool
+	QuotaState             string // off, initializing, on, ...
 }
 
 // VolumeCreate describes a new FlexVol. Empty or nil fields are left to
@@ -68,6 +69,7 @@ type VolumeClone struct {
 // VolumeModify lists the volume attributes to change; nil fields are left
 // alone. Several fields in one call cost one round trip.
 type VolumeModify struct {
+	Name              *string // rename
 	Size              *int64
 	JunctionPath      *string // "" unmounts
 	ExportPolicy      *string
@@ -88,7 +90,7 @@ const volumeFields = "uuid,name,state,size,comment,aggregates,nas.path,nas.expor
 	"nas.unix_permissions,guarantee.type,snapshot_policy.name,snapshot_directory_access_enabled,space.used," +
 	"space.available,space.snapshot.reserve_percent,space.snapshot.used,space.logical_space.used,encryption.enabled," +
 	"tiering.policy,qos.policy.name,clone.is_flexclone,clone.parent_volume.name,clone.parent_snapshot.name," +
-	"clone.split_initiated"
+	"clone.split_initiated,quota.state"
 
 type volumeWire struct {
 	UUID       string    `json:"uuid"`
@@ -134,6 +136,9 @@ type volumeWire struct {
 		ParentSnapshot nameRef `json:"parent_snapshot"`
 		SplitInitiated bool    `json:"split_initiated"`
 	} `json:"clone"`
+	Quota struct {
+		State string `json:"state"`
+	} `json:"quota"`
 }
 
 func (w *volumeWire) volume() Volume {
@@ -146,6 +151,7 @@ func (w *volumeWire) volume() Volume {
 		SnapshotDirAccess: w.SnapshotDirAccess, Encrypted: w.Encryption.Enabled, TieringPolicy: w.Tiering.Policy,
 		QoSPolicy: w.QoS.Policy.Name, IsClone: w.Clone.IsFlexclone, CloneParentVolume: w.Clone.ParentVolume.Name,
 		CloneParentSnapshot: w.Clone.ParentSnapshot.Name, CloneSplitInitiated: w.Clone.SplitInitiated,
+		QuotaState: w.Quota.State,
 	}
 	if w.NAS.UnixPermissions != nil {
 		v.UnixPermissions = strconv.Itoa(*w.NAS.UnixPermissions)
@@ -385,6 +391,9 @@ func (c *Client) listVolumes(ctx context.Context, nameQuery string) ([]Volume, e
 func (c *Client) ModifyVolume(ctx context.Context, uuid string, m VolumeModify) error {
 	const endpoint = "/storage/volumes/{uuid}"
 	body := map[string]any{}
+	if m.Name != nil {
+		body["name"] = *m.Name
+	}
 	if m.Size != nil {
 		body["size"] = *m.Size
 	}
