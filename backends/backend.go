@@ -168,6 +168,11 @@ type CreateRequest struct {
 	// Topologies are the requisite topologies the volume must be
 	// reachable from; nil means no constraint.
 	Topologies []map[string]string
+	// Fresh says that the controller did not look for what an earlier
+	// attempt of this request made. A backend that finds the name taken
+	// then fails with ErrNameTaken, changing nothing, and the controller
+	// looks the volume up and asks again without Fresh.
+	Fresh bool
 }
 
 // Source is where a clone comes from: exactly one field is set.
@@ -267,6 +272,9 @@ var (
 	// ErrPending: an earlier operation on the object (e.g. a create whose
 	// caller gave up) is still running on the storage system.
 	ErrPending = errors.New("operation pending")
+	// ErrNameTaken: a Fresh create found its name taken (see
+	// CreateRequest.Fresh). It never reaches a CO.
+	ErrNameTaken = errors.New("name taken")
 )
 
 // kindError carries a kind next to the error it classifies.

@@ -100,27 +100,32 @@ func (n *nasDriver) grantAccess(ctx context.Context, t *exportTarget, node *back
 		return backends.Errorf(backends.ErrInvalid, "node %s has no address within autoExportCIDRs %v (addresses %v)",
 			node.Name, n.cfg.AutoExportCIDRs, node.IPs)
 	}
+	rule := rest.ExportRule{Clients: clients}
 	if t.policy == empty {
 		// First publish: the target's own policy is normally absent, so
-		// create it and its rule without reading first.
-		policy, err := n.client.CreateExportPolicy(ctx, policyName)
+		// create it, with its rule inline (§3.7), without reading first.
+		_, err := n.client.CreateExportPolicy(ctx, policyName, rule)
 		if err == nil {
-			// "Already exists" means an identical rule: an earlier attempt
-			// of this publish, cut short, added it.
-			if _, err := n.client.AddExportRule(ctx, policy.ID, rest.ExportRule{Clients: clients}); err != nil && !rest.IsAlreadyExists(err) {
-				return n.failure(err, "adding a rule for node %s to export policy %s", node.Name, policyName)
-			}
 			return n.applyPolicy(ctx, t, policyName)
 		}
 		if !rest.IsAlreadyExists(err) {
 			return n.failure(err, "creating export policy %s", policyName)
 		}
 	}
-	policy, err := n.ensurePolicy(ctx, policyName)
-	if err != nil {
-		return err
+	policy, rules, err := n.client.GetExportPolicyRules(ctx, policyName)
+	if rest.IsNotFound(err) {
+		_, err = n.client.CreateExportPolicy(ctx, policyName, rule)
+		if err == nil {
+			return n.applyPolicy(ctx, t, policyName)
+		}
+		if rest.IsAlreadyExists(err) { // made concurrently
+			policy, rules, err = n.client.GetExportPolicyRules(ctx, policyName)
+		}
 	}
-	if err := n.reconcileRule(ctx, policy, node.Name, clients); err != nil {
+	if err != nil {
+		return n.failure(err, "reading export policy %s", policyName)
+	}
+	if err := n.reconcileRule(ctx, policy, rules, node.Name, clients); err != nil {
 		return err
 	}
 	return n.applyPolicy(ctx, t, policyName)
@@ -157,13 +162,10 @@ func (n *nasDriver) nodeClients(node *backends.Node) []string {
 	return slices.Compact(out)
 }
 
-// reconcileRule makes the policy hold exactly one rule for the node: clients
-// = its addresses, NFS, read-write, root squash off (Trident's rule).
-func (n *nasDriver) reconcileRule(ctx context.Context, policy *rest.ExportPolicy, node string, clients []string) error {
-	rules, err := n.client.ListExportRules(ctx, policy.ID)
-	if err != nil {
-		return n.failure(err, "reading the rules of export policy %s", policy.Name)
-	}
+// reconcileRule makes the policy, which holds rules, hold exactly one rule
+// for the node: clients = its addresses, NFS, read-write, root squash off
+// (Trident's rule).
+func (n *nasDriver) reconcileRule(ctx context.Context, policy *rest.ExportPolicy, rules []rest.ExportRule, node string, clients []string) error {
 	found, drifted := false, false
 	for _, r := range rules {
 		if !overlaps(r.Clients, clients) {
@@ -228,16 +230,12 @@ func (n *nasDriver) revokeAccess(ctx context.Context, t *exportTarget, nodeName 
 	if t.policy != t.own {
 		return nil
 	}
-	policy, err := n.client.GetExportPolicy(ctx, t.own)
+	policy, rules, err := n.client.GetExportPolicyRules(ctx, t.own)
 	if rest.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return n.failure(err, "reading export policy %s", t.own)
-	}
-	rules, err := n.client.ListExportRules(ctx, policy.ID)
-	if err != nil {
-		return n.failure(err, "reading the rules of export policy %s", policy.Name)
 	}
 	var clients []string
 	switch {

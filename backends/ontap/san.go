@@ -136,16 +136,27 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 
 func (s *sanDriver) createLUN(ctx context.Context, volume string, size int64, st *settings, fsType string) error {
 	path := lunPath(volume)
-	lun, err := s.client.CreateLUN(ctx, rest.LUNCreate{
+	attrs := map[string]string{lunAttrFSType: fsType, lunAttrContext: driverContext}
+	// The attributes go in the LUN's POST: one request instead of three.
+	// ONTAP takes them there wherever it has LUN attributes at all (9.10,
+	// as the attributes endpoint; ontap-san-economy relies on the same).
+	_, err := s.client.CreateLUN(ctx, rest.LUNCreate{
 		Path: path, Size: size, OSType: "linux", SpaceAllocation: st.SpaceAllocation, QoSPolicy: st.QoSPolicy,
+		Attributes: attrs,
 	})
-	if rest.IsAlreadyExists(err) { // an earlier attempt made it
-		lun, err = s.client.GetLUN(ctx, path)
+	if err == nil {
+		return nil
 	}
+	if !rest.IsAlreadyExists(err) {
+		return s.createFailure(err, "creating LUN %s", path)
+	}
+	// An earlier attempt made it; one made by a version that set the
+	// attributes one by one may lack them.
+	lun, err := s.client.GetLUN(ctx, path)
 	if err != nil {
 		return s.createFailure(err, "creating LUN %s", path)
 	}
-	for name, value := range map[string]string{lunAttrFSType: fsType, lunAttrContext: driverContext} {
+	for name, value := range attrs {
 		if err := s.client.SetLUNAttribute(ctx, lun.UUID, name, value); err != nil {
 			return s.failure(err, "setting attribute %s of LUN %s", name, path)
 		}
