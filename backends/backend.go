@@ -84,6 +84,12 @@ type Backend interface {
 	DeleteSnapshot(ctx context.Context, snap *Snapshot) error
 }
 
+// FreshCreator is a Backend whose CreateVolume may honour
+// CreateRequest.Fresh: it does when CreatesFresh is true.
+type FreshCreator interface {
+	CreatesFresh() bool
+}
+
 // Description is what a backend tells about itself for status and
 // metrics, once it has reached its storage system; fields it does not know
 // yet are empty.
@@ -169,9 +175,9 @@ type CreateRequest struct {
 	// reachable from; nil means no constraint.
 	Topologies []map[string]string
 	// Fresh says that the controller did not look for what an earlier
-	// attempt of this request made. A backend that finds the name taken
-	// then fails with ErrNameTaken, changing nothing, and the controller
-	// looks the volume up and asks again without Fresh.
+	// attempt of this request made. A FreshCreator that finds the name
+	// taken then fails with ErrNameTaken, changing nothing, and the
+	// controller looks the volume up and asks again without Fresh.
 	Fresh bool
 }
 

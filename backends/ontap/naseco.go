@@ -170,6 +170,11 @@ func (n *nasEconomyDriver) poolAttrs(aggr string, s *settings) poolAttrs {
 	}
 }
 
+// CreatesFresh is false: an ontap-nas-economy volume is a qtree in a
+// pool the create picks, and the create adopts one an earlier attempt
+// made wherever it is; the controller looks first.
+func (n *nasEconomyDriver) CreatesFresh() bool { return false }
+
 // CreateVolume makes a qtree with its tree quota in a pool with room, or
 // completes one an earlier attempt left without its quota.
 func (n *nasEconomyDriver) CreateVolume(ctx context.Context, req *backends.CreateRequest) (*backends.Volume, error) {

@@ -87,6 +87,10 @@ func (s *sanDriver) readLUNSizes(ctx context.Context) (map[string]int64, error) 
 	return out, nil
 }
 
+// CreatesFresh implements backends.FreshCreator, as for ontap-nas: a
+// half-made volume (a FlexVol without its LUN) takes the name too.
+func (s *sanDriver) CreatesFresh() bool { return true }
+
 // CreateVolume makes the FlexVol (unmounted, 10 % above the LUN), the LUN
 // and Trident's LUN attributes; or completes what an earlier attempt made.
 func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateRequest) (*backends.Volume, error) {
