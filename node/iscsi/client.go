@@ -262,6 +262,23 @@ func (c *Client) writeAttr(path, value string) error {
 // a few milliseconds of the triggering write.
 const pollInterval = 20 * time.Millisecond
 
+// errWaitTimedOut ends a wait for the kernel that ran out of the Client's
+// DeviceTimeout.
+var errWaitTimedOut = errors.New("timed out")
+
+// waitEnded is why a wait for the kernel ended unsuccessfully: the
+// caller's context error when that ended (the CO's deadline or a cancel),
+// else errWaitTimedOut. The device timeout is not the CO's deadline and
+// must not read as one: DeadlineExceeded tells kubelet that the call may
+// still be running (a real kernel's multipathd that never builds a map
+// showed it, test/e2e TestMultipathMapLateOrNever).
+func waitEnded(caller context.Context) error {
+	if err := caller.Err(); err != nil {
+		return err
+	}
+	return errWaitTimedOut
+}
+
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
