@@ -29,19 +29,10 @@ func (c *Client) Detach(ctx context.Context, t Target) error {
 
 	// Maps first (unstage order: unmount, flush map, remove paths, log
 	// out): a path cannot be deleted from under a live map cleanly. Maps
-	// found by WWID as well, so one left without paths goes too.
-	maps, err := c.pathMaps(paths)
+	// found by serial and WWID as well, so one left without paths goes too.
+	maps, err := c.lunMaps(t, paths)
 	if err != nil {
 		return err
-	}
-	ghosts, err := c.mapsBySerial(t.Serial)
-	if err != nil {
-		return err
-	}
-	for _, g := range ghosts {
-		if !containsMap(maps, g) {
-			maps = append(maps, g)
-		}
 	}
 	for _, m := range maps {
 		if err := c.flushMap(ctx, m); err != nil {
@@ -80,6 +71,25 @@ func (c *Client) Detach(ctx context.Context, t Target) error {
 		log.WithFields(logrus.Fields{"paths": len(paths), "maps": len(maps)}).Info("detached iSCSI LUN")
 	}
 	return c.logoutIdle(ctx, t.IQN)
+}
+
+// lunMaps are the LUN's multipath maps: those holding its paths, and
+// those found by serial or WWID (mapsBySerial).
+func (c *Client) lunMaps(t Target, paths []pathDev) ([]dmMap, error) {
+	maps, err := c.pathMaps(paths)
+	if err != nil {
+		return nil, err
+	}
+	ghosts, err := c.mapsBySerial(t.Serial, paths)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range ghosts {
+		if !containsMap(maps, g) {
+			maps = append(maps, g)
+		}
+	}
+	return maps, nil
 }
 
 func containsMap(ms []dmMap, m dmMap) bool {
