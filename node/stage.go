@@ -305,6 +305,13 @@ func (s *Service) unstage(ctx context.Context, volumeID string, staging requestP
 		}
 	}
 
+	if info != nil && info.Protocol() == tracking.ProtocolBlock {
+		// The unmount writes: to a LUN whose every path is gone (unmapped on
+		// ONTAP) it would wait for ever, queued by dm-multipath.
+		if err := s.iscsi.ReleaseDeadMaps(ctx, iscsiTarget(&info.PublishInfo)); err != nil {
+			return fmt.Errorf("release the LUN's multipath map before the unmount: %w", err)
+		}
+	}
 	if err := s.mounter.unmount(ctx, staging.real); err != nil {
 		return internal("unmount staging path %s: %v", staging.given, err)
 	}

@@ -105,6 +105,10 @@ type Config struct {
 	// rescanned size. Default 20 s, like Trident's attach retry.
 	DeviceTimeout time.Duration
 	Multipath     MultipathMode
+	// DeadPathGrace is how long, at an unstage, all paths of a LUN's
+	// multipath map may stay failed before it stops queueing I/O
+	// (ReleaseDeadMaps); default 30 s.
+	DeadPathGrace time.Duration
 }
 
 const defaultDeviceTimeout = 20 * time.Second
@@ -119,6 +123,8 @@ type Client struct {
 	timeout time.Duration
 	mode    MultipathMode
 	locks   *volumelock.Locker
+	// deadPathGrace: see Config.DeadPathGrace.
+	deadPathGrace time.Duration
 }
 
 // New returns a Client for cfg.
@@ -143,6 +149,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.timeout <= 0 {
 		c.timeout = defaultDeviceTimeout
+	}
+	if c.deadPathGrace = cfg.DeadPathGrace; c.deadPathGrace <= 0 {
+		c.deadPathGrace = defaultDeadPathGrace
 	}
 	return c, nil
 }

@@ -34,6 +34,13 @@ func (c *Client) Detach(ctx context.Context, t Target) error {
 	if err != nil {
 		return err
 	}
+	// A flush of a map that queues I/O with no path left waits for ever.
+	// The caller gave the paths their grace (ReleaseDeadMaps).
+	if mp, err := c.multipathActive(ctx); err == nil && mp && len(maps) > 0 {
+		if err := c.releaseDead(ctx, t, maps, 0); err != nil {
+			return err
+		}
+	}
 	for _, m := range maps {
 		if err := c.flushMap(ctx, m); err != nil {
 			return err
