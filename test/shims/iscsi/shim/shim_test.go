@@ -163,7 +163,7 @@ func TestManualScanLogoutAndRecords(t *testing.T) {
 	if _, err := os.Lstat(byPath); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("by-path link left: %v", err)
 	}
-	if out := f.mustRun("iscsiadm", "-m", "node"); out != fmt.Sprintf("%s,-1 %s\n", portal, f.san.Target) {
+	if out := f.mustRun("iscsiadm", "-m", "node"); out != fmt.Sprintf("%s,4294967295 %s\n", portal, f.san.Target) {
 		t.Fatalf("records %q", out)
 	}
 	f.mustRun("iscsiadm", "-m", "node", "-T", f.san.Target, "-p", portal, "-o", "delete")
@@ -210,6 +210,29 @@ func TestLoginRefusals(t *testing.T) {
 	if _, code := f.run("iscsiadm", "-m", "discovery", "-t", "st", "-p", portal); code != 7 {
 		t.Fatalf("discovery: exit %d, want 7 (not emulated)", code)
 	}
+}
+
+// TestNodeRecordUpdatesAreChecked: as open-iscsi 2.1 does (the VM showed
+// it), "-o update" refuses a setting a node record does not have (exit 7)
+// and any -I an interface that does not exist (exit 3).
+func TestNodeRecordUpdatesAreChecked(t *testing.T) {
+	f := setup(t, false)
+	node := []string{"-m", "node", "-T", f.san.Target, "-p", f.san.Portals[0]}
+	f.mustRun("iscsiadm", append(node, "-o", "new")...)
+	for _, name := range []string{"node.session.scan", "node.session.timeo.replacement_timeout", "node.session.auth.password_in", "node.conn[0].timeo.login_timeout"} {
+		f.mustRun("iscsiadm", append(node, "-o", "update", "-n", name, "-v", "1")...)
+	}
+	for _, name := range []string{"bogus.key", "node.session.bogus", "node.conn[x].port", "node.conn[0].bogus"} {
+		if out, code := f.run("iscsiadm", append(node, "-o", "update", "-n", name, "-v", "1")...); code != 7 {
+			t.Errorf("update of %s: exit %d %s, want 7", name, code, out)
+		}
+	}
+	for _, op := range [][]string{{"-o", "new"}, {"-o", "update", "-n", "node.session.scan", "-v", "manual"}, {"-l"}} {
+		if out, code := f.run("iscsiadm", append(append(node, "-I", "nosuch"), op...)...); code != 3 {
+			t.Errorf("%v with -I nosuch: exit %d %s, want 3", op, code, out)
+		}
+	}
+	f.mustRun("iscsiadm", append(node, "-I", "default", "-o", "update", "-n", "node.session.scan", "-v", "manual")...)
 }
 
 func TestMultipathMaps(t *testing.T) {
