@@ -116,6 +116,42 @@ func TestLUNUnmappedWhileStaged(t *testing.T) {
 	r.assertClean(vol.id)
 }
 
+// TestGhostMapIsRemoved leaves a staged LUN's multipath map without its
+// paths — multipathd drops both, as when they failed for good (Trident
+// #812) — while the file system on it stays mounted: the paths are no
+// longer under the map, so Detach must find the map otherwise (by the
+// WWID of the LUN's paths; LIO's WWID form is not ONTAP's). Unstage
+// removes map, paths and sessions.
+func TestGhostMapIsRemoved(t *testing.T) {
+	requireRealKernel(t)
+	r := newRig(t, rigOptions{iscsi: true})
+	p := r.startPlugin(pluginOptions{})
+	vol := r.makeISCSIVolume("pvc-ghost", 64<<20, "ext4")
+	staging := r.makeStaging(vol.id)
+	if _, err := p.Node.NodeStageVolume(ctxT(t), &csi.NodeStageVolumeRequest{
+		VolumeId: vol.id, StagingTargetPath: staging, VolumeCapability: mountCap("ext4", snw), PublishContext: vol.context,
+	}); err != nil {
+		t.Fatalf("NodeStageVolume: %v", err)
+	}
+	maps, _ := filepath.Glob("/sys/block/dm-*/slaves/*")
+	if len(maps) != 2 {
+		t.Fatalf("map paths %v, want two", maps)
+	}
+	for _, slave := range maps {
+		if out, err := exec.Command("multipathd", "del", "path", filepath.Base(slave)).CombinedOutput(); err != nil {
+			t.Fatalf("multipathd del path: %v\n%s", err, out)
+		}
+	}
+	if left, _ := filepath.Glob("/sys/block/dm-*/slaves/*"); len(left) != 0 {
+		t.Fatalf("the map still has paths %v", left)
+	}
+	bounded(t, "NodeUnstageVolume", 2*time.Minute, func(ctx context.Context) error {
+		_, err := p.Node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol.id, StagingTargetPath: staging})
+		return err
+	})
+	r.assertClean(vol.id)
+}
+
 // unmapLUN removes a LUN map on ONTAP.
 func (r *rig) unmapLUN(lunPath, igroup string) {
 	r.t.Helper()

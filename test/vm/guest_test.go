@@ -79,7 +79,7 @@ func guestBinaries(t *testing.T) map[string]string {
 const (
 	e2eTests   = "^(TestNFSEndToEnd|TestNFSExportPolicyDenies|TestMaliciousRequests|TestISCSIEndToEnd|TestISCSIRawBlock|TestISCSICHAP|TestTridentNFSStateIsAdopted|TestTridentISCSIStateIsAdopted)$"
 	crashTests = "^TestCrashDuringISCSIStageAndUnstage$"
-	faultTests = "^(TestPathLostAndRestoredDuringIO|TestLUNUnmappedWhileStaged|TestNFSServerStoppedWhileMounted|TestMultipathMapLateOrNever|TestISCSIPathGrace)$"
+	faultTests = "^(TestPathLostAndRestoredDuringIO|TestLUNUnmappedWhileStaged|TestGhostMapIsRemoved|TestNFSServerStoppedWhileMounted|TestMultipathMapLateOrNever|TestISCSIPathGrace)$"
 )
 
 // guestStep is one suite of TestGuest and how to judge its output.
