@@ -56,8 +56,8 @@ func (s *Service) stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest)
 	at := s.mounter.seen(real)
 	// Bounded by hungTimeout, not the CO's deadline: over a hung NFS
 	// server stat blocks for ever, and an answer sent when kubelet's own
-	// deadline ends never reaches it, abnormal condition and all (a real
-	// NFS client showed it, test/e2e TestNFSServerStoppedWhileMounted).
+	// deadline ends never reaches it, abnormal condition and all
+	// (docs/design/architecture.md §7.4).
 	sctx, cancel := context.WithTimeout(ctx, hungTimeout)
 	defer cancel()
 	var st unix.Stat_t

@@ -279,8 +279,7 @@ var errWaitTimedOut = errors.New("timed out")
 // caller's context error when that ended (the CO's deadline or a cancel),
 // else errWaitTimedOut. The device timeout is not the CO's deadline and
 // must not read as one: DeadlineExceeded tells kubelet that the call may
-// still be running (a real kernel's multipathd that never builds a map
-// showed it, test/e2e TestMultipathMapLateOrNever).
+// still be running (docs/design/architecture.md §7.1).
 func waitEnded(caller context.Context) error {
 	if err := caller.Err(); err != nil {
 		return err

@@ -24,7 +24,7 @@ const defaultDeadPathGrace = 30 * time.Second
 // "queue"), which carries I/O through a failover; but a LUN unmapped on
 // ONTAP never gets a path back, and an unmount of its file system, which
 // writes, would hang in the kernel for good: the unstage would never
-// return (a real kernel showed it, test/e2e TestLUNUnmappedWhileStaged).
+// return (docs/design/architecture.md §7.3).
 // Writes not yet on the LUN are lost then; there is nowhere to put them.
 // The node calls it before it unmounts a staged LUN (or detaches a raw
 // one); Detach releases such maps too, without a grace: its caller had it.

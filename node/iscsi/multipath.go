@@ -93,8 +93,7 @@ func (c *Client) pathMaps(paths []pathDev) ([]dmMap, error) {
 // at). A map is the LUN's when its WWID is ONTAP's form of the serial, when
 // one of its own paths (slaves) has the serial on VPD page 0x80, or when
 // its WWID is that of one of the LUN's located paths: the last two hold
-// for any WWID form — LIO's too (a real kernel showed that the first alone
-// finds no map there).
+// for any WWID form, LIO's too (docs/design/architecture.md §7.2).
 func (c *Client) mapsBySerial(serial string, paths []pathDev) ([]dmMap, error) {
 	uuids, err := filepath.Glob(filepath.Join(c.sysRoot, "block", "*", "dm", "uuid"))
 	if err != nil {
