@@ -29,18 +29,13 @@ const defaultDeadPathGrace = 30 * time.Second
 // The node calls it before it unmounts a staged LUN (or detaches a raw
 // one); Detach releases such maps too, without a grace: its caller had it.
 func (c *Client) ReleaseDeadMaps(ctx context.Context, t Target) error {
-	t, err := t.normalized()
-	if err != nil {
+	if _, err := t.normalized(); err != nil {
 		return err
 	}
 	if mp, err := c.multipathActive(ctx); err != nil || !mp {
 		return err
 	}
-	paths, err := c.locate(ctx, t)
-	if err != nil {
-		return err
-	}
-	maps, err := c.lunMaps(t, paths)
+	t, _, maps, err := c.lunDevices(ctx, t)
 	if err != nil {
 		return err
 	}

@@ -102,14 +102,7 @@ func TestDetachFlushesMapsIncludingGhosts(t *testing.T) {
 		case strings.Join(argv, " ") == "iscsiadm -m session":
 			return sessionLines(1), nil
 		case argv[0] == "multipath" && argv[1] == "-f":
-			for _, n := range []string{"dm-1", "dm-9"} {
-				if b, _ := os.ReadFile(filepath.Join(f.sys, "block", n, "dm", "name")); strings.TrimSpace(string(b)) == argv[2] {
-					os.RemoveAll(filepath.Join(f.sys, "devices", "virtual", "block", n))
-					os.Remove(filepath.Join(f.sys, "block", n))
-					os.Remove(filepath.Join(f.sys, "block", "sdb", "holders", n))
-					break
-				}
-			}
+			f.flushMapNamed(argv[2], []string{"dm-1", "dm-9"}, "sdb")
 		case argv[0] == "iscsiadm" && argv[len(argv)-1] == "-u":
 			os.RemoveAll(f.sessionDir(1))
 		}
@@ -229,12 +222,7 @@ func TestDetachFindsMapsOfAnyWWIDForm(t *testing.T) {
 		case cmd == "iscsiadm -m session":
 			return append(sessionLines(1), []byte("tcp: [2] 10.0.0.9:3260,1 iqn.2003-01.org.linux-iscsi.other:t (non-flash)\n")...), nil
 		case argv[0] == "multipath" && argv[1] == "-f":
-			for _, n := range []string{"dm-1", "dm-2", "dm-3"} {
-				if b, _ := os.ReadFile(filepath.Join(f.sys, "block", n, "dm", "name")); strings.TrimSpace(string(b)) == argv[2] {
-					os.RemoveAll(filepath.Join(f.sys, "devices", "virtual", "block", n))
-					os.Remove(filepath.Join(f.sys, "block", n))
-				}
-			}
+			f.flushMapNamed(argv[2], []string{"dm-1", "dm-2", "dm-3"}, "sdx", "sdy")
 		case argv[0] == "iscsiadm" && argv[len(argv)-1] == "-u":
 			os.RemoveAll(f.sessionDir(1))
 		}
