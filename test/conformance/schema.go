@@ -9,7 +9,7 @@
 // by ./gen). The test records what the client sends and the simulator
 // returns while the ontap-nas and ontap-san drivers run their flows, and
 // checks every field: `fields=`, query filters, request bodies and the
-// records returned.
+// records returned (docs/design/ontap-rest.md §8).
 package conformance
 
 import (
