@@ -1,6 +1,7 @@
 package plugintest
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +40,13 @@ func StartISCSI(t testing.TB, r Roots, s *Sim, iqn string) *ISCSI {
 				{"iscsiadm", "-m", "node", "--logoutall=all"},
 				{"iscsiadm", "-m", "node", "-o", "delete"},
 			} {
-				_ = exec.Command(cmd[0], cmd[1:]...).Run()
+				// Bounded: a test that failed may leave iscsid busy, and
+				// the next suite in the VM must still get its turn.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				if out, err := exec.CommandContext(ctx, cmd[0], cmd[1:]...).CombinedOutput(); err != nil && t.Failed() {
+					t.Logf("cleanup: %v: %v %s", cmd, err, out)
+				}
+				cancel()
 			}
 		})
 		return &ISCSI{InitiatorIQN: hostInitiatorName(t), DevDir: "/dev", SysRoot: "/sys"}
