@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/ontap-csi/ontap-csi/server.Version=$(VERSION) -X 
 BIN := bin/ontap-csi
 IMAGE ?= ontap-csi:$(VERSION)
 
-.PHONY: all build test unit kubelet e2e vm lint tools render bench demo image clean
+.PHONY: all build test unit fuzz kubelet e2e vm lint tools render bench demo image clean
 
 
 all: build
@@ -23,11 +23,19 @@ lint:
 
 # The whole suite. Tests need root (loop devices, mounts, network namespaces).
 # The demo is part of it: what it shows is asserted.
-test: lint tools build unit kubelet demo e2e vm
+test: lint tools build unit fuzz kubelet demo e2e vm
 
 # Tests that need the binary use the one built here (static, like the image).
 unit: build
 	ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
+
+# Every fuzz target of the repository for FUZZTIME each (docs/fuzz.md). The
+# corpus found is kept in $ONTAP_CSI_E2E_CACHE/fuzz (default
+# ~/.cache/ontap-csi/fuzz) and grows from run to run; a failing input is
+# written to the package's testdata/fuzz/ and fails the run.
+FUZZTIME ?= 10s
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz/run.sh
 
 # The handover scenarios against the real kubelet code of v1.37.2, v1.29.15
 # and v1.19.16, one Go module each (test/kubelet/README.md).

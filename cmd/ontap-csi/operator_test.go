@@ -54,10 +54,12 @@ const (
 
 // controllerRBAC is every "verb resource" the controller may call: the
 // grants deploy/ adds for it (TridentBackendConfigs and their status, the
-// credential Secrets, TridentNodes, Nodes for topology labels).
+// credential Secrets, TridentNodes, Nodes for topology labels), and the
+// PersistentVolumes and StorageClasses the metrics count, which Trident's
+// own controller role may list too.
 var controllerRBAC = []string{
 	"list tridentbackendconfigs", "watch tridentbackendconfigs", "update tridentbackendconfigs",
-	"update tridentbackendconfigs/status", "get secrets", "get nodes",
+	"update tridentbackendconfigs/status", "get secrets", "get nodes", "list persistentvolumes", "list storageclasses",
 	"get tridentnodes", "list tridentnodes", "create tridentnodes", "update tridentnodes", "delete tridentnodes",
 }
 
@@ -121,6 +123,7 @@ func newCluster(t *testing.T) *cluster {
 			"password": base64.StdEncoding.EncodeToString([]byte(ontapPassword)),
 		},
 	})
+	c.putClaimAndClasses()
 	c.api.put(collectionOf("tridentbackendconfigs"), map[string]any{
 		"metadata": map[string]any{"name": "backend-san", "namespace": fakeNamespace, "uid": "tbc-uid-1"},
 		"spec": map[string]any{
@@ -425,6 +428,10 @@ func testOperatorObjects(t *testing.T, v string) {
 		t.Errorf("publish to a node that never registered: %v, want NotFound", err)
 	}
 
+	if _, err := cc.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "snap-e2e", SourceVolumeId: vol.VolumeId}); err != nil {
+		t.Fatalf("CreateSnapshot: %v", err)
+	}
+
 	// A restarted controller keeps the node records and the backend.
 	if code := ctrl.stop(t); code != 0 {
 		t.Fatalf("controller exit %d after SIGTERM", code)
@@ -441,6 +448,9 @@ func testOperatorObjects(t *testing.T, v string) {
 		})
 		return err == nil, fmt.Sprint(err)
 	})
+	// Its first listing of the backend has the volume and the snapshot:
+	// Trident's series, the volume info join, and the dashboard.
+	c.checkTridentMetrics(t)
 	c.checkControllers(t, v, ctrl, ctrl2)
 	stopNodesRegistered(t, []*container{n1, n2}, []*nodeHost{w1, w2})
 }

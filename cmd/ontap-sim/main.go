@@ -22,8 +22,8 @@ import (
 
 const simUsageHead = `usage: ontap-sim [flags]
 
-Runs the ONTAP REST simulator (ONTAP 9 /api subset used by ontap-nas and
-ontap-san, plus the test data plane under /sim). Prints one line
+Runs the ONTAP REST simulator (ONTAP 9 /api subset used by ontap-nas,
+ontap-san and their economy variants, plus the test data plane under /sim). Prints one line
 "listening on <url>" on stdout once it serves; logs go to stderr. SIGTERM or
 SIGINT stops it (saving the state when --data-dir is set).
 
@@ -36,7 +36,7 @@ Flags:
 
 type simOptions struct {
 	listen, dataDir, svm, username, password string
-	insecureHTTP                             bool
+	insecureHTTP, qtreeQuotaMounts           bool
 	latency, faults, version, logLevel       string
 	logFormat, nfsLIFs, iscsiLIFs            string
 	dataPlane, nfsRoot                       string
@@ -62,6 +62,7 @@ func newSimFlagSet(o *simOptions) *flag.FlagSet {
 	fs.StringVar(&o.iscsiLIFs, "iscsi-lifs", "", "comma-separated iSCSI data LIF addresses (default 127.0.0.11, 127.0.0.12, ...)")
 	fs.StringVar(&o.dataPlane, "dataplane", ontapsim.DataPlaneFile, "data plane: file (the /sim endpoints of the test shims) or kernel (LIO and nfsd of this kernel serve the LUNs and exports; root; see docs/vm.md)")
 	fs.StringVar(&o.nfsRoot, "nfs-root", "/srv/ontap-sim/nfs", "kernel data plane: where volumes are mounted at their junction paths; nfs.conf's [exports] rootdir must name it")
+	fs.BoolVar(&o.qtreeQuotaMounts, "qtree-quota-mounts", false, "make every qtree a tmpfs of its tree quota, so sizes are enforced on the file data plane (needs root)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	return fs
@@ -80,6 +81,7 @@ func (o *simOptions) simConfig() (ontapsim.Config, error) {
 	cfg := ontapsim.Config{
 		SVM: o.svm, Username: o.username, Password: o.password, ONTAPVersion: o.version,
 		Nodes: o.nodes, DataDir: o.dataDir, Seed: o.seed, DataPlane: o.dataPlane, NFSRoot: o.nfsRoot,
+		QtreeQuotaMounts: o.qtreeQuotaMounts,
 	}
 	if o.dataPlane != ontapsim.DataPlaneFile && o.dataPlane != ontapsim.DataPlaneKernel {
 		return cfg, fmt.Errorf("--dataplane %q: want file or kernel", o.dataPlane)

@@ -147,3 +147,15 @@ func TestBadCommandLines(t *testing.T) {
 		t.Errorf("ontap-sim --help: exit %d, output %q", code, out)
 	}
 }
+
+func TestQtreeQuotaMountsFlag(t *testing.T) {
+	var o simOptions
+	fs := newSimFlagSet(&o)
+	if err := fs.Parse([]string{"--qtree-quota-mounts"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.simConfig()
+	if err != nil || !cfg.QtreeQuotaMounts {
+		t.Errorf("config %+v, %v", cfg, err)
+	}
+}

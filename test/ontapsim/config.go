@@ -52,6 +52,16 @@ type Config struct {
 	// lenient (docs/design/ontap-rest.md §3.5, §4.5), which is the default.
 	StrictVolumeDelete bool
 
+	// QtreeQuotaMounts makes every qtree a tmpfs mount of its tree quota's
+	// hard limit, so the file data plane enforces it (qtreefs.go). Needs
+	// root.
+	QtreeQuotaMounts bool
+	// MaxLUNsPerVolume caps the LUNs of one volume; LUN creates beyond it
+	// fail with 9158. Default 512, the per-volume limit NetApp documents for
+	// virtual storage (docs/design/economy.md §3; hardware limits are
+	// model-dependent).
+	MaxLUNsPerVolume int
+
 	// ClientCAPEM adds CAs whose client certificates are accepted for
 	// certificate authentication (CN = user name). The simulator's own CA
 	// is always accepted; see IssueClientCertificate.
@@ -118,6 +128,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.AggregateSize == 0 {
 		c.AggregateSize = 10 * tib
+	}
+	if c.MaxLUNsPerVolume == 0 {
+		c.MaxLUNsPerVolume = 512
 	}
 	if len(c.Aggregates) == 0 {
 		for i := 0; i < c.Nodes; i++ {

@@ -19,8 +19,22 @@
 // volumes (create incl. FlexClone, modify, clone split, snapshot restore,
 // delete with force), snapshots, NFS export policies and rules, LUNs and LUN
 // attributes, igroups and initiators, LUN maps and reporting nodes, the iSCSI
-// service, CHAP credentials, EMS (accepted) and SnapMirror relationships
-// (always empty).
+// service, CHAP credentials, EMS (accepted), SnapMirror relationships
+// (always empty), qtrees, tree quota rules and quota reports.
+//
+// Qtrees and quotas (qtrees.go, quotas.go; docs/design/economy.md §1, §2):
+// a qtree is a directory at its volume's root with its own export policy
+// (which the NFS data plane applies below it) and permissions; ids from 1,
+// the default qtree "" listed as id 0, at most 4,995 per volume. Tree quota
+// rules apply while the volume's quotas are on; turning them on leaves the
+// state "initializing" for QuotaInitialize, then "on". With quotas on, a
+// rule for a qtree with a derived quota (a default rule exists) or a limit
+// change is in force at once; any other new rule is kept but fails its job
+// with 5308571 until quotas are turned off and on. Deleting a qtree deletes
+// its rules, renaming renames them. Config.QtreeQuotaMounts (root) makes
+// each qtree a tmpfs of its hard limit, so writes past it fail and statfs
+// shows it, as NFS clients of ONTAP see it. Config.MaxLUNsPerVolume (512)
+// caps LUNs per volume (9158).
 //
 // Envelopes, query parameters (fields with *, **, !x and braces;
 // ignore_unknown_fields; filters with *, |, !, <, >, <=, >=, a..b, null and
@@ -46,8 +60,10 @@
 // while the winner is still running). Config.SyncDuplicateCheck reports
 // that as a synchronous 409 instead (docs/design/ontap-rest.md §7 point 3).
 //
-// Rules modelled: volume names (917886/917887/917888), 20 MiB minimum
-// (917534), sizes rounded up to 4 KiB (volumes and LUNs), junction paths
+// Rules modelled: volume names (917886/917887/917888), 20 MiB minimum and
+// 100 TiB maximum (917534; 300 TiB with space.large_size_enabled, 9.12.1+),
+// LUNs of 16 TiB at most in a volume without large size (5374125), sizes
+// rounded up to 4 KiB (volumes and LUNs), junction paths
 // (absolute, unique case-insensitively, parent mounted or a directory of a
 // mounted volume; offline volumes lose theirs), LUN names and sizes, LUN
 // cannot shrink (5374892) or be patched to its size (1254226), mapped LUN

@@ -161,6 +161,29 @@ const (
 	// related "same LUN ID for multiple LUN maps" code.
 	codeMapLUNIDInUse = codeInitiatorSameLUNID
 
+	// Qtrees and quotas (docs/design/economy.md §1, §2). Guesses: a
+	// duplicate qtree, a volume at its qtree limit and an offline volume
+	// fail with the generic "Failed to create qtree"; a quota rule for a
+	// missing qtree with the LUN endpoint's "qtree was not found"; a
+	// duplicate rule with the global "entry exists" (1).
+	codeQtreeReadOnly      = 5242881
+	codeQtreeCreateFailed  = 5242886
+	codeQtreeNameReserved  = 5242894
+	codeQtreeNoName        = 5242953
+	codeQtreeNotFound      = 5242927
+	codeQtreeBadValue      = 262245
+	codeQtreeNoVolume      = 918232
+	codeQtreeBadPolicy     = codePolicyNotFound
+	codePolicyUsedByQtree  = 1703953
+	codeQuotaRuleNotFound  = 5308545
+	codeQuotaNeedsQtree    = 5308564
+	codeQuotaResizeFailed  = 5308568
+	codeQuotaResizeSkipped = 5308571
+	codeQuotaOutOfRange    = 5308574
+	// A volume holding the most LUNs it may: ZAPI's EVDISK_ERROR_TOO_MANY_LUNS
+	// (Trident's only "too many LUNs" code); REST documents none.
+	codeTooManyLUNs = 9158
+
 	// iSCSI service and CHAP.
 	codeISCSINoService      = 5374078
 	codeChapPasswordsEqual  = 5374147
@@ -179,13 +202,14 @@ func statusForCode(code int) int {
 	switch code {
 	case codeNotFound, codeLUNVolNotFound, codeParentVolNotFound, codeLUNNotFound, codeLUNCloneSource,
 		codeIgroupNotFound, codeMapIgroupOtherSVM, codeMapNotFound, codeMapLUNNotFound, codeSnapNotFound,
-		codePolicyNotFound, codeSVMNotFound, codeChapNotFound, codeAggrNotFound:
+		codePolicyNotFound, codeSVMNotFound, codeChapNotFound, codeAggrNotFound, codeQtreeNotFound,
+		codeQuotaRuleNotFound:
 		return http.StatusNotFound
 	case codeDuplicate, codeVolDuplicate, codeVolBeingCreated, codeIgroupExists, codeLUNExists,
 		codeSnapDuplicate, codeRuleDuplicate, codeMapDuplicate, codeInitiatorExists, codeLUNAttrExists,
 		codeChapExists, codeLUNRenameExists,
 		codeInUse, codeLUNMapped, codeIgroupMapped, codePolicyInUse, codePolicyIsDefault, codeVolHasClones,
-		codeSnapBusy, 524486:
+		codeSnapBusy, 524486, codePolicyUsedByQtree:
 		return http.StatusConflict
 	case codePermissionDenied:
 		return http.StatusForbidden
@@ -193,7 +217,7 @@ func statusForCode(code int) int {
 		return http.StatusTooManyRequests
 	case codeResourceLimit:
 		return http.StatusServiceUnavailable
-	case codeJobFailed, 65541, 65552, 65562, 262145:
+	case codeJobFailed, 65541, 65552, 65562, 262145, codeQuotaResizeFailed:
 		return http.StatusInternalServerError
 	}
 	return http.StatusBadRequest

@@ -45,6 +45,9 @@ var lunOSTypes = []string{"aix", "hpux", "hyper_v", "linux", "netware", "openvms
 const (
 	minLUNSize = 4096
 	maxLUNSize = 128 * tib
+	// maxSmallLUNSize is the largest file, so LUN, of a volume without
+	// space.large_size_enabled (docs/design/ontap-rest.md §4.2).
+	maxSmallLUNSize = 16 * tib
 )
 
 var lunLeafRE = regexp.MustCompile(`^[A-Za-z0-9\-._{}]+$`)
@@ -76,6 +79,15 @@ func checkLUNSize(size int64) *apiError {
 		return errInvalid(codeLUNSizeTooSmall, "space.size", "The LUN size %d is too small. The minimum size is 4096 bytes.", size)
 	case size > maxLUNSize:
 		return errInvalid(codeLUNSizeTooLarge, "space.size", "The LUN size %d is too large. The maximum size is 128TB.", size)
+	}
+	return nil
+}
+
+// checkLUNInVolume refuses a LUN larger than its volume's files may be.
+func checkLUNInVolume(size int64, v *volumeState) *apiError {
+	if size > maxSmallLUNSize && !v.LargeSize {
+		return errInvalid(codeLUNSizeTooLarge, "space.size",
+			"The LUN size %d is too large. The maximum size is 16TB unless the volume has large size enabled.", size)
 	}
 	return nil
 }
@@ -365,6 +377,11 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 		return nil, errConflict(codeLUNVolOffline, "name", "Volume %q is not online.", v.Name)
 	case m.lunByPath(spec.SVM.UUID, spec.Path) != nil:
 		return nil, errConflict(codeLUNExists, "name", "A LUN or NVMe namespace already exists at path %q.", spec.Path)
+	case len(m.lunsOfVolume(v.UUID)) >= s.cfg.MaxLUNsPerVolume:
+		return nil, errInvalid(codeTooManyLUNs, "name", "Volume %q already holds the maximum number of LUNs (%d).", v.Name, s.cfg.MaxLUNsPerVolume)
+	}
+	if err := checkLUNInVolume(spec.Size, v); err != nil {
+		return nil, err
 	}
 	l := &lunState{
 		UUID: newUUID(), Volume: v.UUID, Leaf: spec.Leaf, SVM: spec.SVM.UUID, Size: spec.Size,
@@ -381,6 +398,9 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 			return nil, errInvalid(codeLUNCloneOtherVol, "clone.source", "A LUN can only be cloned within its volume.")
 		}
 		l.OSType = src.OSType
+		if l.Attributes == nil {
+			l.Attributes = append([]lunAttr(nil), src.Attributes...)
+		}
 		if l.Size == 0 {
 			l.Size = src.Size
 		}
@@ -417,6 +437,9 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 type lunSource struct {
 	Size   int64
 	OSType string
+	// Attributes come with the clone (ONTAP: "a clone can already have
+	// attributes from its source").
+	Attributes []lunAttr
 }
 
 func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, string, *apiError) {
@@ -427,7 +450,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 		if l == nil {
 			return nil, "", "", notFound
 		}
-		return &lunSource{Size: l.Size, OSType: l.OSType}, l.Volume, s.lunFile(l.UUID), nil
+		return &lunSource{Size: l.Size, OSType: l.OSType, Attributes: l.Attributes}, l.Volume, s.lunFile(l.UUID), nil
 	}
 	parts := strings.Split(spec.CloneSrc, "/")
 	if len(parts) == 6 && parts[1] == "vol" && parts[3] == ".snapshot" {
@@ -441,7 +464,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 		}
 		for _, sl := range sn.LUNs {
 			if sl.Leaf == parts[5] {
-				return &lunSource{Size: sl.Size, OSType: sl.OSType}, v.UUID, s.snapshotLUNFile(sn.UUID, sl.UUID), nil
+				return &lunSource{Size: sl.Size, OSType: sl.OSType, Attributes: sl.Attributes}, v.UUID, s.snapshotLUNFile(sn.UUID, sl.UUID), nil
 			}
 		}
 		return nil, "", "", notFound
@@ -450,7 +473,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 	if l == nil {
 		return nil, "", "", notFound
 	}
-	return &lunSource{Size: l.Size, OSType: l.OSType}, l.Volume, s.lunFile(l.UUID), nil
+	return &lunSource{Size: l.Size, OSType: l.OSType, Attributes: l.Attributes}, l.Volume, s.lunFile(l.UUID), nil
 }
 
 func errLUNSpace(v *volumeState, need, avail int64) *apiError {
@@ -568,6 +591,9 @@ func (s *Simulator) applyLUNPatch(uuid string, p *lunPatch) *apiError {
 			return errInvalid(codeLUNSameSize, "space.size", "Cannot modify the LUN size to its current size (%d bytes).", newSize)
 		case newSize < cur.Size:
 			return errInvalid(codeLUNShrink, "space.size", "Reducing the size of a LUN is not supported (current %d bytes, requested %d).", cur.Size, newSize)
+		}
+		if err := checkLUNInVolume(newSize, v); err != nil {
+			return err
 		}
 	}
 	res := cur.Reserved

@@ -41,6 +41,9 @@ type Simulator struct {
 	rng    *rand.Rand
 	faults faultState
 
+	// qtreeMounts are the qtree tmpfs mounts (qtreefs.go), dir -> size.
+	qtreeMounts map[string]int64
+
 	stats   statsCounter
 	routes  []*route
 	tls     *tlsMaterial
@@ -109,6 +112,9 @@ func New(cfg Config) (*Simulator, error) {
 		}
 	}
 	if s.tls, err = loadOrCreateCA(s.dataDir, s.persistent); err != nil {
+		return nil, err
+	}
+	if err := s.mountQtreeFS(); err != nil {
 		return nil, err
 	}
 	if cfg.DataPlane == DataPlaneKernel {
@@ -201,10 +207,7 @@ func (s *Simulator) Close() error {
 		}
 		s.jobWG.Wait()
 		s.mu.Lock()
-		s.closeErr = s.saveLocked()
-		if err := s.closeKernelLocked(); err != nil && s.closeErr == nil {
-			s.closeErr = err
-		}
+		s.closeErr = errors.Join(s.closeQtreeFS(), s.saveLocked(), s.closeKernelLocked())
 		s.mu.Unlock()
 		if s.tempDir {
 			if err := os.RemoveAll(s.dataDir); err != nil && s.closeErr == nil {
@@ -250,6 +253,7 @@ func (s *Simulator) load() (bool, error) {
 	if m.IGroups == nil {
 		m.IGroups = map[string]*igroupState{}
 	}
+	m.initQuotaMaps()
 	if svm := m.svmByName(s.cfg.SVM); svm == nil {
 		logrus.WithFields(logrus.Fields{"configured": s.cfg.SVM, "file": stateFile}).Warn("configured SVM not in saved state; the saved topology is used")
 	}

@@ -31,6 +31,9 @@ func newTopology(cfg *Config) *model {
 		ExportPolicies: map[int64]*policyState{},
 		LUNs:           map[string]*lunState{},
 		IGroups:        map[string]*igroupState{},
+		Qtrees:         map[string]*qtreeState{},
+		QuotaRules:     map[string]*quotaRuleState{},
+		VolumeQuotas:   map[string]*volumeQuotaState{},
 	}
 	for i := 0; i < cfg.Nodes; i++ {
 		m.Nodes = append(m.Nodes, &nodeState{
