@@ -167,12 +167,12 @@ func (r *rig) createAndPublish(p *plugintest.Plugin, name string, size int64, ca
 	}
 	igroupHolds := false
 	for _, g := range r.sim.IGroups() {
-		if g.Name == pc["iscsiIgroup"] && slices.Contains(g.Initiators, nodeIQN) {
+		if g.Name == pc["iscsiIgroup"] && slices.Contains(g.Initiators, r.iscsi.iqn) {
 			igroupHolds = true
 		}
 	}
 	if !igroupHolds {
-		r.t.Fatalf("igroup %q does not hold the node's initiator %s: %+v", pc["iscsiIgroup"], nodeIQN, r.sim.IGroups())
+		r.t.Fatalf("igroup %q does not hold the node's initiator %s: %+v", pc["iscsiIgroup"], r.iscsi.iqn, r.sim.IGroups())
 	}
 	return vol.GetVolumeId(), pc
 }

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -173,6 +176,12 @@ func TestNFSEndToEnd(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(roTarget, "hello.txt")); err != nil || string(got) != "hello from the pod\n" {
 		t.Fatalf("read through the read-only publish: %q, %v", got, err)
 	}
+	// Enough to show in the stats: a real NFS client's statfs counts in
+	// blocks of its wsize (256 KiB on Linux 6.1), so a few bytes show as
+	// none used.
+	if err := os.WriteFile(filepath.Join(target, "data"), bytes.Repeat([]byte("x"), 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(roTarget, "nope"), nil, 0o644); !errors.Is(err, unix.EROFS) {
 		t.Fatalf("write through the read-only publish: %v, want EROFS", err)
 	}
@@ -206,7 +215,7 @@ func TestNFSEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NodeGetVolumeStats: %v", err)
 	}
-	checkStats(t, stats, 1)
+	checkStats(t, stats, 1<<20)
 
 	for _, tp := range []string{target, roTarget, target} { // the repeat must succeed
 		if _, err := p.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol.id, TargetPath: tp}); err != nil {
@@ -235,6 +244,20 @@ func TestNFSEndToEnd(t *testing.T) {
 	}
 	if v, _ := r.sim.Volume(internal); policyAdmits(r, v.ExportPolicy, nfsClientIP) {
 		t.Fatalf("export policy %q still admits the node after ControllerUnpublishVolume", v.ExportPolicy)
+	}
+	if plugintest.RealKernel() {
+		// nfsd took the rule away at once: the node's mounts are refused.
+		mnt := filepath.Join(r.Root, "after-unpublish")
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("mount", "-t", "nfs", "-o", "vers=4.1", pc["nfsServerIp"]+":"+pc["nfsPath"], mnt).CombinedOutput()
+		if err == nil {
+			_ = unix.Unmount(mnt, 0)
+			t.Fatal("the node still mounts the volume after ControllerUnpublishVolume")
+		} else if !strings.Contains(string(out), "access denied") {
+			t.Fatalf("mount after ControllerUnpublishVolume: %v: %s, want access denied", err, out)
+		}
 	}
 	for i := 0; i < 2; i++ {
 		if _, err := p.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.id}); err != nil {

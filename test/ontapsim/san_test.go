@@ -267,6 +267,14 @@ func TestLUNMapIDs(t *testing.T) {
 	if recs := r.records(); len(recs) != 1 || recs[0]["logical_unit_number"] != float64(0) || dig(recs[0], "svm.name") != "svm0" {
 		t.Fatalf("lun-map lookup: %s", r.raw)
 	}
+	// A lun-map's igroup.initiators is a list of names in ONTAP's lun_map
+	// schema (an igroup's own initiators are objects), so ONTAP refuses a
+	// field below it.
+	r = a.must(200, "GET", "/api/protocols/san/lun-maps?igroup.name=ga&fields=igroup.initiators", nil)
+	if recs := r.records(); len(recs) == 0 || fmt.Sprint(dig(recs[0], "igroup.initiators")) != "["+nodeA+"]" {
+		t.Fatalf("lun-map igroup.initiators: %s", r.raw)
+	}
+	a.wantErr(400, codeInvalidValue, "GET", "/api/protocols/san/lun-maps?fields=igroup.initiators.name", nil)
 }
 
 func TestReportingNodes(t *testing.T) {
