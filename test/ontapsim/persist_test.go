@@ -147,90 +147,103 @@ func TestCorruptStateIsAnError(t *testing.T) {
 func TestConcurrentCreatesOneWinner(t *testing.T) {
 	for _, syncDup := range []bool{false, true} {
 		t.Run(fmt.Sprintf("SyncDuplicateCheck=%v", syncDup), func(t *testing.T) {
-			a := newTestSim(t, Config{SyncDuplicateCheck: syncDup, Latency: LatencyModel{VolumeCreate: Range{20e6, 50e6}}})
-			const n = 16
-			results := make([]resp, n)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := 0; i < n; i++ {
-				wg.Add(1)
-				go func(i int) {
-					defer wg.Done()
-					<-start
-					results[i] = a.do("POST", "/api/storage/volumes?return_timeout=30", volBody("race"))
-				}(i)
-			}
-			close(start)
-			wg.Wait()
-			wins := 0
-			for _, r := range results {
-				switch {
-				case r.status == 201:
-					wins++
-				case r.status == 409 && (r.errCode() == itoa64(codeVolDuplicate) || r.errCode() == itoa64(codeVolBeingCreated)):
-				default:
-					t.Errorf("unexpected answer %d %s", r.status, r.raw)
-				}
-			}
-			n2 := 0
-			for _, v := range a.sim.Volumes() {
-				if v.Name == "race" {
-					n2++
-				}
-			}
-			if wins != 1 || n2 != 1 {
-				t.Fatalf("%d winners, %d volumes", wins, n2)
-			}
+			testConcurrentVolumeCreates(t, syncDup)
 		})
 	}
-	t.Run("igroups", func(t *testing.T) {
-		a := newTestSim(t, Config{})
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		codes := map[int]int{}
-		for i := 0; i < 16; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := a.do("POST", "/api/protocols/san/igroups", map[string]any{"name": "g", "os_type": "linux", "protocol": "iscsi", "svm": map[string]any{"name": "svm0"}})
-				mu.Lock()
-				codes[r.status]++
-				mu.Unlock()
-			}()
+	t.Run("igroups", testConcurrentIgroupCreates)
+	t.Run("lun ids", testConcurrentLUNMaps)
+}
+
+// testConcurrentVolumeCreates races 16 creates of one volume name; the
+// latency keeps the creates in flight together.
+func testConcurrentVolumeCreates(t *testing.T, syncDup bool) {
+	a := newTestSim(t, Config{SyncDuplicateCheck: syncDup, Latency: LatencyModel{VolumeCreate: Range{20e6, 50e6}}})
+	const n = 16
+	results := make([]resp, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			results[i] = a.do("POST", "/api/storage/volumes?return_timeout=30", volBody("race"))
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+	wins := 0
+	for _, r := range results {
+		switch {
+		case r.status == 201:
+			wins++
+		case r.status == 409 && (r.errCode() == itoa64(codeVolDuplicate) || r.errCode() == itoa64(codeVolBeingCreated)):
+		default:
+			t.Errorf("unexpected answer %d %s", r.status, r.raw)
 		}
-		wg.Wait()
-		if codes[201] != 1 || codes[409] != 15 {
-			t.Fatalf("answers %v", codes)
+	}
+	n2 := 0
+	for _, v := range a.sim.Volumes() {
+		if v.Name == "race" {
+			n2++
 		}
-	})
-	t.Run("lun ids", func(t *testing.T) {
-		a := newTestSim(t, Config{})
-		a.createVolume(map[string]any{"name": "v", "size": "1GB", "guarantee": map[string]any{"type": "none"}})
-		a.createIgroup("g", "iqn.2020-01.io.test:a")
-		const n = 12
-		for i := 0; i < n; i++ {
-			a.createLUN(fmt.Sprintf("/vol/v/l%d", i), mib)
+	}
+	if wins != 1 || n2 != 1 {
+		t.Fatalf("%d winners, %d volumes", wins, n2)
+	}
+}
+
+// testConcurrentIgroupCreates races 16 creates of one igroup name.
+func testConcurrentIgroupCreates(t *testing.T) {
+	a := newTestSim(t, Config{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := a.do("POST", "/api/protocols/san/igroups", map[string]any{"name": "g", "os_type": "linux", "protocol": "iscsi", "svm": map[string]any{"name": "svm0"}})
+			mu.Lock()
+			codes[r.status]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if codes[201] != 1 || codes[409] != 15 {
+		t.Fatalf("answers %v", codes)
+	}
+}
+
+// testConcurrentLUNMaps maps 12 LUNs to one igroup at once: each map must
+// get its own LUN id.
+func testConcurrentLUNMaps(t *testing.T) {
+	a := newTestSim(t, Config{})
+	a.createVolume(map[string]any{"name": "v", "size": "1GB", "guarantee": map[string]any{"type": "none"}})
+	a.createIgroup("g", "iqn.2020-01.io.test:a")
+	const n = 12
+	for i := 0; i < n; i++ {
+		a.createLUN(fmt.Sprintf("/vol/v/l%d", i), mib)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			a.do("POST", "/api/protocols/san/lun-maps", map[string]any{"lun": map[string]any{"name": fmt.Sprintf("/vol/v/l%d", i)}, "igroup": map[string]any{"name": "g"}})
+		}(i)
+	}
+	wg.Wait()
+	seen := map[int]bool{}
+	for _, m := range a.sim.LUNMaps() {
+		if seen[m.LUNID] || m.LUNID >= n {
+			t.Fatalf("ids %+v", a.sim.LUNMaps())
 		}
-		var wg sync.WaitGroup
-		for i := 0; i < n; i++ {
-			wg.Add(1)
-			go func(i int) {
-				defer wg.Done()
-				a.do("POST", "/api/protocols/san/lun-maps", map[string]any{"lun": map[string]any{"name": fmt.Sprintf("/vol/v/l%d", i)}, "igroup": map[string]any{"name": "g"}})
-			}(i)
-		}
-		wg.Wait()
-		seen := map[int]bool{}
-		for _, m := range a.sim.LUNMaps() {
-			if seen[m.LUNID] || m.LUNID >= n {
-				t.Fatalf("ids %+v", a.sim.LUNMaps())
-			}
-			seen[m.LUNID] = true
-		}
-		if len(seen) != n {
-			t.Fatalf("%d maps", len(seen))
-		}
-	})
+		seen[m.LUNID] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d maps", len(seen))
+	}
 }
 
 func TestTridentStyleFixture(t *testing.T) {
