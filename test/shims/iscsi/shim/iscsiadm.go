@@ -167,58 +167,24 @@ func (e *Env) nodeMode(st *State, a *admArgs, out io.Writer) error {
 	if a.ifaceSet && a.iface != "default" && a.iface != "iser" {
 		return fail(exitNotFound, "Could not read iface info for %s.", a.iface)
 	}
-	match := func(target, portal, iface string) bool {
-		return (a.target == "" || strings.EqualFold(a.target, target)) &&
-			(a.portal == "" || a.portal == portal) &&
-			(!a.ifaceSet || a.iface == iface)
-	}
 	var recs []*NodeRecord
 	for _, r := range st.Nodes {
-		if match(r.Target, r.Portal, r.Iface) {
+		if a.matches(r.Target, r.Portal, r.Iface) {
 			recs = append(recs, r)
 		}
 	}
 	switch {
 	case a.op == "new":
-		if a.target == "" || a.portal == "" {
-			return fail(exitInval, "--op new needs -T and -p")
-		}
-		// Like iscsiadm, a new record replaces an existing one with
-		// iscsid.conf defaults (scan automatic, no auth).
-		rec := &NodeRecord{Target: a.target, Portal: a.portal, Iface: a.iface, Settings: map[string]string{
-			"node.startup": "automatic", "node.session.scan": "auto", "node.session.auth.authmethod": "None",
-		}}
-		kept := st.Nodes[:0]
-		for _, r := range st.Nodes {
-			if !(strings.EqualFold(r.Target, a.target) && r.Portal == a.portal && r.Iface == a.iface) {
-				kept = append(kept, r)
-			}
-		}
-		st.Nodes = append(kept, rec)
-		fmt.Fprintf(out, "New iSCSI node [tcp:[hw=,ip=,net_if=,iscsi_if=%s] %s,-1 %s] added\n", a.iface, displayPortal(a.portal), a.target)
-		return nil
+		return newNodeRecord(st, a, out)
 	case a.op == "update":
-		if a.name == "" {
-			return fail(exitInval, "--op update needs -n")
-		}
-		if len(recs) == 0 {
-			return fail(exitNoObjsFound, "No records found")
-		}
-		if !knownNodeSetting(a.name) {
-			return &exitError{code: exitInval, msg: "iscsiadm: Cannot modify " + a.name + ". Invalid param name.\n" +
-				"iscsiadm: Could not execute operation on all records: invalid parameter"}
-		}
-		for _, r := range recs {
-			r.Settings[a.name] = a.value
-		}
-		return nil
+		return updateNodeRecords(a, recs)
 	case a.op == "delete":
 		if len(recs) == 0 {
 			return fail(exitNoObjsFound, "No records found")
 		}
 		kept := st.Nodes[:0]
 		for _, r := range st.Nodes {
-			if !match(r.Target, r.Portal, r.Iface) {
+			if !a.matches(r.Target, r.Portal, r.Iface) {
 				kept = append(kept, r)
 			}
 		}
@@ -238,20 +204,77 @@ func (e *Env) nodeMode(st *State, a *admArgs, out io.Writer) error {
 		}
 		return first
 	case a.logout:
-		var n int
-		for _, s := range append([]*Session(nil), st.Sessions...) {
-			if match(s.Target, s.Portal, s.Iface) {
-				n++
-				if err := e.logoutSession(st, s, out); err != nil {
-					return err
-				}
+		return e.logoutMatching(st, a, out)
+	}
+	return listNodeRecords(recs, out)
+}
+
+// matches reports whether a node record or session is one -T, -p and -I
+// select.
+func (a *admArgs) matches(target, portal, iface string) bool {
+	return (a.target == "" || strings.EqualFold(a.target, target)) &&
+		(a.portal == "" || a.portal == portal) &&
+		(!a.ifaceSet || a.iface == iface)
+}
+
+// newNodeRecord is -o new: like iscsiadm, a new record replaces an existing
+// one with iscsid.conf defaults (scan automatic, no auth).
+func newNodeRecord(st *State, a *admArgs, out io.Writer) error {
+	if a.target == "" || a.portal == "" {
+		return fail(exitInval, "--op new needs -T and -p")
+	}
+	rec := &NodeRecord{Target: a.target, Portal: a.portal, Iface: a.iface, Settings: map[string]string{
+		"node.startup": "automatic", "node.session.scan": "auto", "node.session.auth.authmethod": "None",
+	}}
+	kept := st.Nodes[:0]
+	for _, r := range st.Nodes {
+		if !(strings.EqualFold(r.Target, a.target) && r.Portal == a.portal && r.Iface == a.iface) {
+			kept = append(kept, r)
+		}
+	}
+	st.Nodes = append(kept, rec)
+	fmt.Fprintf(out, "New iSCSI node [tcp:[hw=,ip=,net_if=,iscsi_if=%s] %s,-1 %s] added\n", a.iface, displayPortal(a.portal), a.target)
+	return nil
+}
+
+// updateNodeRecords is -o update: open-iscsi 2.1 refuses a setting a node
+// record does not have (docs/design/architecture.md §7.6).
+func updateNodeRecords(a *admArgs, recs []*NodeRecord) error {
+	if a.name == "" {
+		return fail(exitInval, "--op update needs -n")
+	}
+	if len(recs) == 0 {
+		return fail(exitNoObjsFound, "No records found")
+	}
+	if !knownNodeSetting(a.name) {
+		return &exitError{code: exitInval, msg: "iscsiadm: Cannot modify " + a.name + ". Invalid param name.\n" +
+			"iscsiadm: Could not execute operation on all records: invalid parameter"}
+	}
+	for _, r := range recs {
+		r.Settings[a.name] = a.value
+	}
+	return nil
+}
+
+// logoutMatching is --logout: every session -T, -p and -I select.
+func (e *Env) logoutMatching(st *State, a *admArgs, out io.Writer) error {
+	var n int
+	for _, s := range append([]*Session(nil), st.Sessions...) {
+		if a.matches(s.Target, s.Portal, s.Iface) {
+			n++
+			if err := e.logoutSession(st, s, out); err != nil {
+				return err
 			}
 		}
-		if n == 0 {
-			return fail(exitNoObjsFound, "No matching sessions found")
-		}
-		return nil
 	}
+	if n == 0 {
+		return fail(exitNoObjsFound, "No matching sessions found")
+	}
+	return nil
+}
+
+// listNodeRecords is a bare -m node: one line per record.
+func listNodeRecords(recs []*NodeRecord, out io.Writer) error {
 	if len(recs) == 0 {
 		return fail(exitNoObjsFound, "No records found")
 	}
