@@ -73,15 +73,11 @@ func TestSplitSource(t *testing.T) {
 	}
 }
 
-// TestMountNFS runs an NFS mount against a fake data plane: admitted
-// read-write, admitted read-only, refused, unknown.
-func TestMountNFS(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("bind mounts need root")
-	}
-	backing := t.TempDir()
-	os.WriteFile(filepath.Join(backing, "f"), []byte("x"), 0o644)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// fakeDataPlane answers the shim's export queries from client 192.0.2.1
+// to server 10.0.0.1: /rw and /ro export backing, /denied refuses the
+// client, anything else is unknown.
+func fakeDataPlane(backing string) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if q.Get("client") != "192.0.2.1" || q.Get("server") != "10.0.0.1" {
 			http.Error(w, `{"error":"bad query"}`, http.StatusBadRequest)
@@ -100,6 +96,17 @@ func TestMountNFS(t *testing.T) {
 			w.Write([]byte(`{"error":"no such export"}`))
 		}
 	}))
+}
+
+// TestMountNFS runs an NFS mount against a fake data plane: admitted
+// read-write, admitted read-only, refused, unknown.
+func TestMountNFS(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("bind mounts need root")
+	}
+	backing := t.TempDir()
+	os.WriteFile(filepath.Join(backing, "f"), []byte("x"), 0o644)
+	srv := fakeDataPlane(backing)
 	defer srv.Close()
 	t.Setenv("ONTAP_SIM_URL", srv.URL)
 	t.Setenv("NFS_SHIM_CLIENT_IP", "192.0.2.1")
