@@ -1,11 +1,16 @@
 package ontap_test
 
 import (
+	"errors"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
@@ -100,5 +105,72 @@ func TestSANCreateRequests(t *testing.T) {
 	i := slices.IndexFunc(luns, func(l ontapsim.LUNInfo) bool { return l.Path == "/vol/trident_pvc_c/lun0" })
 	if i < 0 || luns[i].Attributes["com.netapp.ndvp.fstype"] != "xfs" || luns[i].Attributes["context"] != "csi" {
 		t.Errorf("LUNs %+v", luns)
+	}
+}
+
+// A publish reuses the iSCSI LIFs an earlier one read for ontap.LIFTTL; a
+// list in which no LIF is up is read again at once, and a restarted
+// controller reads them afresh.
+func TestSANPublishLIFCache(t *testing.T) {
+	const lifs = "GET /api/network/ip/interfaces"
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{Nodes: 1, ISCSILIFs: []string{"127.0.0.11", "127.0.0.12"}}, nil)
+	ctx := ctxT(t)
+	clock := time.Now()
+	ontap.SetNow(t, func() time.Time { return clock })
+	var vols []*backends.Volume
+	for _, n := range []string{"pvc-1", "pvc-2", "pvc-3"} {
+		vols = append(vols, create(t, b, n, gib, backends.AccessMount))
+	}
+	restarted := simBackendOpts(t, s, config.DriverONTAPSAN, nil, ontap.Options{})
+	for _, step := range []struct {
+		name    string
+		before  func()
+		b       backends.Backend
+		vol     int
+		reads   int64
+		portals string // "" : the publish fails, no LIF being up
+	}{
+		{"first publish", func() {}, b, 0, 1, "127.0.0.11,127.0.0.12"},
+		{"next publish", func() {}, b, 1, 0, "127.0.0.11,127.0.0.12"},
+		{"a LIF went down, within the TTL", func() { setLIF(t, s, "127.0.0.12", false) }, b, 2, 0, "127.0.0.11,127.0.0.12"},
+		{"after the TTL", func() { clock = clock.Add(ontap.LIFTTL) }, b, 0, 1, "127.0.0.11"},
+		{"every LIF down", func() { setLIF(t, s, "127.0.0.11", false); clock = clock.Add(ontap.LIFTTL) }, b, 1, 1, ""},
+		{"a LIF back up, within the TTL", func() { setLIF(t, s, "127.0.0.12", true) }, b, 1, 1, "127.0.0.12"},
+		{"restarted controller", func() {}, restarted, 2, 1, "127.0.0.12"},
+	} {
+		step.before()
+		var pc map[string]string
+		var err error
+		vol := lookup(t, step.b, vols[step.vol].ID)
+		got := requestsOf(t, s, func() error {
+			pc, err = step.b.Publish(ctx, vol, &backends.PublishRequest{
+				Node: backends.Node{Name: "worker-1", IQN: "iqn.1994-05.com.redhat:w1"}, AccessType: backends.AccessMount,
+			})
+			return nil
+		})[lifs]
+		if got != step.reads {
+			t.Errorf("%s: %d LIF reads, want %d", step.name, got, step.reads)
+		}
+		switch {
+		case step.portals == "" && !errors.Is(err, backends.ErrUnavailable):
+			t.Errorf("%s: %v, want ErrUnavailable", step.name, err)
+		case step.portals != "" && err != nil:
+			t.Errorf("%s: %v", step.name, err)
+		case step.portals != "":
+			var portals []string
+			for i := 1; pc["p"+strconv.Itoa(i)] != ""; i++ {
+				portals = append(portals, pc["p"+strconv.Itoa(i)])
+			}
+			if strings.Join(portals, ",") != step.portals {
+				t.Errorf("%s: portals %v, want %s", step.name, portals, step.portals)
+			}
+		}
+	}
+}
+
+func setLIF(t *testing.T, s *ontapsim.Simulator, ip string, up bool) {
+	t.Helper()
+	if err := s.SetLIFUp(ip, up); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -28,6 +28,7 @@ var perNodeIgroupRE = regexp.MustCompile(`^.+-` + uuidRE + `$`)
 type sanDriver struct {
 	*driver
 	targetIQN string
+	lifs      lifCache // san_lifs.go
 }
 
 func (s *sanDriver) init(ctx context.Context) error {
