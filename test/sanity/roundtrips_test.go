@@ -28,7 +28,7 @@ import (
 //	ONTAP_CSI_BENCH=1 go test -count=1 ./test/sanity -run '^TestControllerRoundTrips$' -v
 //
 // ONTAP_CSI_ROUNDTRIP_VOLUMES and ONTAP_CSI_ROUNDTRIP_WORKERS change 40 and
-// 8 (the 1000-PVC run of docs/benchmarks.md uses 1000 and 100).
+// 8. test/bench/roundtrips.sh runs it against a base commit.
 func TestControllerRoundTrips(t *testing.T) {
 	if os.Getenv("ONTAP_CSI_BENCH") == "" {
 		t.Skip("benchmark: set ONTAP_CSI_BENCH=1 (make bench)")
