@@ -112,23 +112,35 @@ func (n *nasDriver) grantAccess(ctx context.Context, t *exportTarget, node *back
 			return n.failure(err, "creating export policy %s", policyName)
 		}
 	}
-	policy, rules, err := n.client.GetExportPolicyRules(ctx, policyName)
+	policy, rules, created, err := n.policyWithRules(ctx, policyName, rule)
+	if err != nil {
+		return err
+	}
+	if !created {
+		if err := n.reconcileRule(ctx, policy, rules, node.Name, clients); err != nil {
+			return err
+		}
+	}
+	return n.applyPolicy(ctx, t, policyName)
+}
+
+// policyWithRules returns the export policy called name with its rules, in
+// one read; one that is absent is created holding rules, in one request
+// (§3.7): created is true, and has is nil.
+func (n *nasDriver) policyWithRules(ctx context.Context, name string, rules ...rest.ExportRule) (p *rest.ExportPolicy, has []rest.ExportRule, created bool, err error) {
+	p, has, err = n.client.GetExportPolicyRules(ctx, name)
 	if rest.IsNotFound(err) {
-		_, err = n.client.CreateExportPolicy(ctx, policyName, rule)
-		if err == nil {
-			return n.applyPolicy(ctx, t, policyName)
+		if p, err = n.client.CreateExportPolicy(ctx, name, rules...); err == nil {
+			return p, nil, true, nil
 		}
 		if rest.IsAlreadyExists(err) { // made concurrently
-			policy, rules, err = n.client.GetExportPolicyRules(ctx, policyName)
+			p, has, err = n.client.GetExportPolicyRules(ctx, name)
 		}
 	}
 	if err != nil {
-		return n.failure(err, "reading export policy %s", policyName)
+		return nil, nil, false, n.failure(err, "reading export policy %s", name)
 	}
-	if err := n.reconcileRule(ctx, policy, rules, node.Name, clients); err != nil {
-		return err
-	}
-	return n.applyPolicy(ctx, t, policyName)
+	return p, has, false, nil
 }
 
 // applyPolicy puts the target on the export policy.
