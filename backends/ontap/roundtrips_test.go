@@ -174,3 +174,29 @@ func setLIF(t *testing.T, s *ontapsim.Simulator, ip string, up bool) {
 		t.Fatal(err)
 	}
 }
+
+// An ontap-san delete reads the LUN's maps only when the LUN is mapped.
+func TestSANDeleteRequests(t *testing.T) {
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, nil)
+	ctx := ctxT(t)
+	published := create(t, b, "pvc-p", gib, backends.AccessMount)
+	if _, err := b.Publish(ctx, published, &backends.PublishRequest{
+		Node: backends.Node{Name: "worker-1", IQN: "iqn.1994-05.com.redhat:w1"}, AccessType: backends.AccessMount,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	plain := create(t, b, "pvc-u", gib, backends.AccessMount)
+	for _, step := range []struct {
+		vol  *backends.Volume
+		maps int64
+	}{{plain, 0}, {published, 2}} { // the LUN's maps, then the igroup's
+		vol := lookup(t, b, step.vol.ID)
+		got := requestsOf(t, s, func() error { return b.DeleteVolume(ctx, vol) })
+		if got["GET /api/protocols/san/lun-maps"] != step.maps || got["DELETE /api/storage/volumes/{uuid}"] != 1 {
+			t.Errorf("delete %s: requests %v", vol.ID, got)
+		}
+	}
+	if len(s.LUNMaps()) != 0 || len(s.IGroups()) != 0 || len(s.LUNs()) != 0 {
+		t.Errorf("left: maps %v, igroups %v, LUNs %v", s.LUNMaps(), s.IGroups(), s.LUNs())
+	}
+}

@@ -225,7 +225,9 @@ func (s *sanDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 // this order a delete interrupted half way leaves the volume, so the retry
 // finds it and finishes, rather than an orphaned igroup.
 func (s *sanDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) error {
-	if lun := handleOf(vol).lun; lun != nil {
+	// The LUN was read by this call (the lookup that made vol): only one
+	// that ONTAP reported mapped has maps to read and remove.
+	if lun := handleOf(vol).lun; lun != nil && lun.Mapped {
 		if err := s.unmapAll(ctx, lun); err != nil {
 			return err
 		}
