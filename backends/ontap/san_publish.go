@@ -33,9 +33,14 @@ func (s *sanDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 	}
 	defer unlock()
 
-	m, err := s.existingMap(ctx, h.lun, igName, node.IQN)
-	if err != nil {
-		return nil, err
+	// The LUN was read by this call (the lookup that made vol): one that
+	// ONTAP reported unmapped has no map to find. One mapped meanwhile
+	// makes CreateLUNMap answer "already exists", handled below.
+	var m *rest.LUNMap
+	if h.lun.Mapped {
+		if m, err = s.existingMap(ctx, h.lun, igName, node.IQN); err != nil {
+			return nil, err
+		}
 	}
 	if m == nil || m.IgroupName == igName {
 		if err := s.ensureIgroup(ctx, igName, node.IQN); err != nil {
