@@ -150,6 +150,9 @@ type VolumeOptions struct {
 	SplitOnClone    *bool
 	TieringPolicy   string
 	QoSPolicy       string
+	// SkipRecoveryQueue: delete the volume without ONTAP's recovery queue
+	// (Trident's per-claim annotation); nil takes the pool's default.
+	SkipRecoveryQueue *bool
 }
 
 // CreateRequest asks for a new volume.

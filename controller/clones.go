@@ -72,6 +72,9 @@ func (s *Service) createClone(ctx context.Context, name string, req *csi.CreateV
 	if p.backendType != "" && p.backendType != b.Driver() {
 		return nil, invalidArg("source %s lives on a %s backend; the StorageClass asks for %s", src.id, b.Driver(), p.backendType)
 	}
+	if p.protocol != "" && p.protocol != b.Protocol() {
+		return nil, invalidArg("source %s is a %s volume; the claim's %sprotocol asks for %s", src.id, b.Protocol(), annPrefix, p.protocol)
+	}
 	if err := use.fitsVolume(b.Protocol(), src.volume); err != nil {
 		return nil, invalidArg("cannot clone %s for this use: %v", src.id, err)
 	}

@@ -32,6 +32,10 @@ type Config struct {
 	BackendSource BackendSource
 	// Nodes answers who a node is (iSCSI IQN, IP addresses).
 	Nodes NodeRegistry
+	// Claims, if set, reads the claim a CreateVolume is for (named by
+	// csi-provisioner's --extra-create-metadata), for Trident's
+	// trident.netapp.io annotations.
+	Claims ClaimReader
 }
 
 // BackendSource supplies backends that change at run time.
@@ -51,6 +55,7 @@ type Service struct {
 	static []backends.Backend
 	source BackendSource
 	nodes  NodeRegistry
+	claims ClaimReader
 	locks  keymutex.Mutex // keys in locks.go
 }
 
@@ -72,6 +77,7 @@ func New(cfg Config) (*Service, error) {
 		static: append([]backends.Backend(nil), cfg.Backends...),
 		source: cfg.BackendSource,
 		nodes:  cfg.Nodes,
+		claims: cfg.Claims,
 	}, nil
 }
 

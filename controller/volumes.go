@@ -36,7 +36,18 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	if err != nil || done != nil {
 		return done, err
 	}
-	src, err := s.contentSource(ctx, req.GetVolumeContentSource())
+	claim, co, err := s.claimOf(ctx, req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	if err := applyClaim(co, params, use); err != nil {
+		return nil, err
+	}
+	source, err := s.cloneFromClaim(ctx, claim, co, req.GetVolumeContentSource())
+	if err != nil {
+		return nil, err
+	}
+	src, err := s.contentSource(ctx, source)
 	if err != nil {
 		return nil, err
 	}

@@ -394,6 +394,11 @@ func TestControllerDeployment(t *testing.T) {
 				}
 				want := []string{"--v=2", "--csi-address=$(ADDRESS)", w.workers, "--timeout=600s",
 					"--retry-interval-start=10s", "--retry-interval-max=300s", "--kube-api-qps=25.0", "--kube-api-burst=50"}
+				if c.Name == "csi-provisioner" {
+					// The claim a CreateVolume is for, for its
+					// trident.netapp.io annotations.
+					want = append(want, "--extra-create-metadata")
+				}
 				if ha {
 					want = append(want, "--leader-election")
 				}

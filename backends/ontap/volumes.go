@@ -284,7 +284,11 @@ func (d *driver) ListVolumes(ctx context.Context) ([]*backends.Volume, error) {
 // FlexClones cannot go before them: ErrInUse, naming the clones.
 func (d *driver) deleteFlexVol(ctx context.Context, vol *backends.Volume) error {
 	h := handleOf(vol)
-	err := d.client.DeleteVolume(ctx, h.vol.UUID, d.poolDefaults(vol.Pool).SkipRecoveryQueue)
+	skip := d.poolDefaults(vol.Pool).SkipRecoveryQueue
+	if h.meta != nil && h.meta.SkipRecoveryQueue != nil {
+		skip = *h.meta.SkipRecoveryQueue
+	}
+	err := d.client.DeleteVolume(ctx, h.vol.UUID, skip)
 	switch {
 	case err == nil || rest.IsNotFound(err):
 	case rest.IsInUse(err):

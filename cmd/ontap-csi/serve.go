@@ -20,6 +20,7 @@ import (
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/controller/inventory"
+	"github.com/ontap-csi/ontap-csi/controller/kubevolumes"
 	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/server"
 )
@@ -128,6 +129,11 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 			facts.kube = inClusterDynamic(&o.tridentAPI, "the metrics do not count PersistentVolumes, StorageClasses or nodes")
 			facts.countNodes = facts.annotatedNodes
 		}
+	}
+	if facts.kube != nil {
+		// Trident's trident.netapp.io annotations of the claim a
+		// CreateVolume names (csi-provisioner --extra-create-metadata).
+		cfg.Claims = kubevolumes.NewClaims(facts.kube)
 	}
 	if ctrl, err = newController(cfg); err != nil {
 		return nil, err

@@ -1,0 +1,50 @@
+// Package kubevolumes is what the controller reads of Kubernetes' volume
+// objects: the PersistentVolumeClaim a CreateVolume is for (Trident's
+// trident.netapp.io annotations).
+package kubevolumes
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/ontap-csi/ontap-csi/controller"
+)
+
+// PVCsGVR is the resource read here.
+var PVCsGVR = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
+
+// Claims implements controller.ClaimReader with one GET per call: a
+// CreateVolume reads its claim once, and a cache would have to be as fresh
+// as the annotations a user just set. The ServiceAccount needs get on
+// persistentvolumeclaims.
+type Claims struct {
+	client dynamic.NamespaceableResourceInterface
+}
+
+var _ controller.ClaimReader = (*Claims)(nil)
+
+// NewClaims returns a ClaimReader; it does no I/O.
+func NewClaims(client dynamic.Interface) *Claims {
+	return &Claims{client: client.Resource(PVCsGVR)}
+}
+
+// Claim implements controller.ClaimReader.
+func (c *Claims) Claim(ctx context.Context, namespace, name string) (*controller.Claim, error) {
+	obj, err := c.client.Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: %v", controller.ErrClaimNotFound, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	volume, _, _ := unstructured.NestedString(obj.Object, "spec", "volumeName")
+	return &controller.Claim{
+		Namespace: namespace, Name: name, Annotations: obj.GetAnnotations(), VolumeName: volume,
+	}, nil
+}
