@@ -60,6 +60,9 @@ func (s *Service) contentSource(ctx context.Context, src *csi.VolumeContentSourc
 		if err != nil {
 			return nil, err
 		}
+		if err := f.managed("cloned (clone a snapshot of it)"); err != nil {
+			return nil, err
+		}
 		return &cloneSource{backend: f.backend, volume: f.vol, id: id, size: f.vol.SizeBytes}, nil
 	}
 	return nil, invalidArg("volume content source has neither a snapshot nor a volume")

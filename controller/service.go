@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
@@ -36,6 +37,9 @@ type Config struct {
 	// csi-provisioner's --extra-create-metadata), for Trident's
 	// trident.netapp.io annotations.
 	Claims ClaimReader
+	// Records, if set, says where volumes whose ONTAP name is not the
+	// naming rule's live.
+	Records VolumeRecords
 }
 
 // BackendSource supplies backends that change at run time.
@@ -56,7 +60,10 @@ type Service struct {
 	source BackendSource
 	nodes  NodeRegistry
 	claims ClaimReader
-	locks  keymutex.Mutex // keys in locks.go
+	// records and what was read from them (records.go).
+	records     VolumeRecords
+	recordCache sync.Map
+	locks       keymutex.Mutex // keys in locks.go
 }
 
 // New returns a controller serving cfg's backends. With none it still
@@ -74,10 +81,11 @@ func New(cfg Config) (*Service, error) {
 		seen[b.Name()] = true
 	}
 	return &Service{
-		static: append([]backends.Backend(nil), cfg.Backends...),
-		source: cfg.BackendSource,
-		nodes:  cfg.Nodes,
-		claims: cfg.Claims,
+		static:  append([]backends.Backend(nil), cfg.Backends...),
+		source:  cfg.BackendSource,
+		nodes:   cfg.Nodes,
+		claims:  cfg.Claims,
+		records: cfg.Records,
 	}, nil
 }
 

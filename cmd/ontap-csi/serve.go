@@ -132,8 +132,14 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 	}
 	if facts.kube != nil {
 		// Trident's trident.netapp.io annotations of the claim a
-		// CreateVolume names (csi-provisioner --extra-create-metadata).
+		// CreateVolume names (csi-provisioner --extra-create-metadata),
+		// and the ONTAP names that PVs and TridentVolumes record.
 		cfg.Claims = kubevolumes.NewClaims(facts.kube)
+		tridentNS := ""
+		if tc != nil {
+			tridentNS = tc.namespace
+		}
+		cfg.Records = kubevolumes.NewRecords(facts.kube, o.driverName, tridentNS)
 	}
 	if ctrl, err = newController(cfg); err != nil {
 		return nil, err

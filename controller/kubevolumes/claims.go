@@ -1,6 +1,8 @@
 // Package kubevolumes is what the controller reads of Kubernetes' volume
 // objects: the PersistentVolumeClaim a CreateVolume is for (Trident's
-// trident.netapp.io annotations).
+// trident.netapp.io annotations), and where a volume lives on the storage
+// system as its PersistentVolume (the internalName volume attribute) or
+// Trident's TridentVolume record says.
 package kubevolumes
 
 import (

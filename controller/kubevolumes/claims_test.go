@@ -17,7 +17,7 @@ import (
 
 func fakeClient(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		PVCsGVR: "PersistentVolumeClaimList",
+		PVCsGVR: "PersistentVolumeClaimList", PVsGVR: "PersistentVolumeList", TridentVolumesGVR: "TridentVolumeList",
 	}, objs...)
 }
 

@@ -76,6 +76,8 @@ type Options struct {
 	// Claims reads the claims CreateVolume names (Trident's PVC
 	// annotations); nil: no Kubernetes API, as under csi-sanity.
 	Claims controller.ClaimReader
+	// Records reads volumes' PVs and TridentVolumes; nil: none.
+	Records controller.VolumeRecords
 }
 
 // Plugin is an in-process controller with its simulator: the Identity
@@ -129,7 +131,7 @@ func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 	}
 	nodes := controller.NewNodes()
 	nodes.Set(backends.Node{Name: NodeID, IQN: NodeIQN, IPs: NodeIPs})
-	ctrl, err := controller.New(controller.Config{Backends: []backends.Backend{b}, Nodes: nodes, Claims: o.Claims})
+	ctrl, err := controller.New(controller.Config{Backends: []backends.Backend{b}, Nodes: nodes, Claims: o.Claims, Records: o.Records})
 	if err != nil {
 		t.Fatalf("controller: %v", err)
 	}
