@@ -69,17 +69,7 @@ func TestTridentInternalNames(t *testing.T) {
 		}
 	}
 
-	_, err = c.fresh().ControllerExpandVolume(Ctx(t), &csi.ControllerExpandVolumeRequest{
-		VolumeId: unmanaged, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * gib}})
-	if status.Code(err) != codes.FailedPrecondition {
-		t.Errorf("expanding the unmanaged import: %v, want FailedPrecondition", err)
-	}
-	if _, err := c.fresh().DeleteVolume(Ctx(t), &csi.DeleteVolumeRequest{VolumeId: unmanaged}); err != nil {
-		t.Fatalf("delete the unmanaged import: %v", err)
-	}
-	if v, ok := s.Volume(unmanagedName); !ok || v.Size != gib {
-		t.Errorf("the unmanaged import was changed on ONTAP: %+v, %v", v, ok)
-	}
+	c.unmanagedStaysPut(unmanaged, unmanagedName)
 
 	// The templated volume is Trident's managed volume: the whole
 	// lifecycle works at its own name.
@@ -113,5 +103,23 @@ func TestTridentInternalNames(t *testing.T) {
 		if pol.Name != "default" && pol.Name != "trident_empty" {
 			t.Errorf("export policy %s is left over", pol.Name)
 		}
+	}
+}
+
+// unmanagedStaysPut checks that Trident's unmanaged import id is neither
+// resized nor deleted on ONTAP, while DeleteVolume succeeds.
+func (c *controllerCalls) unmanagedStaysPut(id, internalName string) {
+	t := c.t
+	t.Helper()
+	_, err := c.fresh().ControllerExpandVolume(Ctx(t), &csi.ControllerExpandVolumeRequest{
+		VolumeId: id, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * gib}})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("expanding the unmanaged import: %v, want FailedPrecondition", err)
+	}
+	if _, err := c.fresh().DeleteVolume(Ctx(t), &csi.DeleteVolumeRequest{VolumeId: id}); err != nil {
+		t.Fatalf("delete the unmanaged import: %v", err)
+	}
+	if v, ok := c.s.Volume(internalName); !ok || v.Size != gib {
+		t.Errorf("the unmanaged import was changed on ONTAP: %+v, %v", v, ok)
 	}
 }
