@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,8 +16,20 @@ import (
 // fakeClaims is an in-memory ClaimReader.
 type fakeClaims struct {
 	claims map[string]*Claim // "<ns>/<name>"
+	byUID  map[string]*Claim
 	err    error
 	reads  int
+}
+
+func (f *fakeClaims) ClaimByUID(_ context.Context, uid string) (*Claim, error) {
+	f.reads++
+	if f.err != nil {
+		return nil, f.err
+	}
+	if c, ok := f.byUID[uid]; ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("uid %s: %w", uid, ErrClaimNotFound)
 }
 
 func (f *fakeClaims) Claim(_ context.Context, ns, name string) (*Claim, error) {
@@ -215,5 +228,47 @@ func TestOverlayOptions(t *testing.T) {
 	got := overlayOptions(base, backends.VolumeOptions{SnapshotPolicy: "b", SnapshotDir: &no})
 	if got.SnapshotPolicy != "b" || *got.SnapshotDir || *got.SnapshotReserve != 5 || got.QoSPolicy != "q" {
 		t.Errorf("overlay: %+v", got)
+	}
+}
+
+// Under trident-operator csi-provisioner does not name the claim: it is
+// found by the UID in the volume's name. A name without a UID, or a UID of
+// no claim, creates the volume without annotations; an API that does not
+// answer fails the create (Unavailable) rather than ignore the claim.
+func TestClaimByVolumeName(t *testing.T) {
+	const uid = "5e0c8a43-1b2d-4c6e-9f70-8a9b0c1d2e3f"
+	caps := []*csi.VolumeCapability{mountCap(rwo, "")}
+	for _, tc := range []struct {
+		name, volume string
+		params       map[string]string
+		apiErr       error
+		wantCode     codes.Code
+		wantPolicy   string // the created volume's snapshot policy
+		wantReads    int
+	}{
+		{"by UID", "pvc-" + uid, nil, nil, codes.OK, "from-uid", 1},
+		{"named by metadata", "pvc-" + uid, claimParams("ns", "named", nil), nil, codes.OK, "from-name", 1},
+		{"UID of no claim", "pvc-0f1e2d3c-4b5a-4968-8776-655443322110", nil, nil, codes.OK, "", 1},
+		{"no UID in the name", "volume-1", nil, nil, codes.OK, "", 0},
+		{"upper-case is no UID", "pvc-" + strings.ToUpper(uid), nil, nil, codes.OK, "", 0},
+		{"API down", "pvc-" + uid, nil, errors.New("connection refused"), codes.Unavailable, "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, nas, _, fc := claimService(t, annotated("ns", "named", map[string]string{"snapshotPolicy": "from-name"}))
+			fc.byUID = map[string]*Claim{uid: annotated("ns", "c", map[string]string{"snapshotPolicy": "from-uid"})}
+			fc.err = tc.apiErr
+			params := map[string]string{"backendType": "ontap-nas"}
+			for k, v := range tc.params {
+				params[k] = v
+			}
+			_, err := s.CreateVolume(context.Background(), &csi.CreateVolumeRequest{
+				Name: tc.volume, VolumeCapabilities: caps, Parameters: params})
+			if code(err) != tc.wantCode || fc.reads != tc.wantReads {
+				t.Fatalf("%v after %d claim reads; want %v after %d", err, fc.reads, tc.wantCode, tc.wantReads)
+			}
+			if err == nil && nas.creates[0].Options.SnapshotPolicy != tc.wantPolicy {
+				t.Errorf("snapshot policy %q, want %q", nas.creates[0].Options.SnapshotPolicy, tc.wantPolicy)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"regexp"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/sirupsen/logrus"
@@ -15,34 +16,65 @@ type ClaimReader interface {
 	// Claim returns the claim namespace/name, or an error wrapping
 	// ErrClaimNotFound.
 	Claim(ctx context.Context, namespace, name string) (*Claim, error)
+	// ClaimByUID returns the claim with that UID, or an error wrapping
+	// ErrClaimNotFound (also when the reader cannot search by UID).
+	ClaimByUID(ctx context.Context, uid string) (*Claim, error)
 }
+
+// provisionedNameRE is csi-provisioner's volume name: its prefix ("pvc",
+// as Trident's deployments leave it) and the claim's UID.
+var provisionedNameRE = regexp.MustCompile(`^pvc-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$`)
 
 // ErrClaimNotFound means the claim does not exist.
 var ErrClaimNotFound = errors.New("claim not found")
 
 // claimOf reads the claim a CreateVolume is for and parses its Trident
-// annotations. Without csi-provisioner's --extra-create-metadata (or
-// without a ClaimReader) there is no claim: the annotations are not read,
-// and nil options are returned.
-func (s *Service) claimOf(ctx context.Context, params map[string]string) (*Claim, *claimOptions, error) {
+// annotations. csi-provisioner's --extra-create-metadata names the claim.
+// Trident's own csi-provisioner (under trident-operator) runs without it;
+// there the claim is the one whose UID the volume's name holds. Without a
+// claim (no ClaimReader, as under csi-sanity, or no claim of that UID) the
+// options are empty.
+func (s *Service) claimOf(ctx context.Context, volName string, params map[string]string) (*Claim, *claimOptions, error) {
 	ns, name := params[paramPVCNamespace], params[paramPVCName]
-	if ns == "" || name == "" {
-		return nil, &claimOptions{}, nil
-	}
 	if s.claims == nil {
-		logrus.WithContext(ctx).WithField("claim", ns+"/"+name).
-			Debug("no Kubernetes API: the claim's trident.netapp.io annotations are not read")
+		if ns != "" {
+			logrus.WithContext(ctx).WithField("claim", ns+"/"+name).
+				Debug("no Kubernetes API: the claim's trident.netapp.io annotations are not read")
+		}
 		return nil, &claimOptions{}, nil
 	}
-	c, err := s.readClaim(ctx, ns, name)
-	if err != nil {
-		return nil, nil, err
+	var c *Claim
+	var err error
+	if ns == "" || name == "" {
+		c, err = s.claimByVolumeName(ctx, volName)
+	} else {
+		c, err = s.readClaim(ctx, ns, name)
+	}
+	if err != nil || c == nil {
+		return nil, &claimOptions{}, err
 	}
 	opts, err := parseAnnotations(c.Annotations)
 	if err != nil {
 		return nil, nil, err
 	}
 	return c, opts, nil
+}
+
+// claimByVolumeName finds the claim whose UID csi-provisioner put in the
+// volume's name; nil when there is none.
+func (s *Service) claimByVolumeName(ctx context.Context, volName string) (*Claim, error) {
+	m := provisionedNameRE.FindStringSubmatch(volName)
+	if m == nil {
+		return nil, nil
+	}
+	c, err := s.claims.ClaimByUID(ctx, m[1])
+	switch {
+	case errors.Is(err, ErrClaimNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, backends.Errorf(backends.ErrUnavailable, "finding the PersistentVolumeClaim of volume %s: %w", volName, err)
+	}
+	return c, nil
 }
 
 func (s *Service) readClaim(ctx context.Context, ns, name string) (*Claim, error) {

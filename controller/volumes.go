@@ -36,7 +36,7 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	if err != nil || done != nil {
 		return done, err
 	}
-	claim, co, err := s.claimOf(ctx, req.GetParameters())
+	claim, co, err := s.claimOf(ctx, name, req.GetParameters())
 	if err != nil {
 		return nil, err
 	}

@@ -134,11 +134,13 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 		// Trident's trident.netapp.io annotations of the claim a
 		// CreateVolume names (csi-provisioner --extra-create-metadata),
 		// and the ONTAP names that PVs and TridentVolumes record.
-		cfg.Claims = kubevolumes.NewClaims(facts.kube)
+		// Under Trident's Deployment its csi-provisioner does not name the
+		// claim, and Trident's role may list claims to find it by UID.
 		tridentNS := ""
 		if tc != nil {
 			tridentNS = tc.namespace
 		}
+		cfg.Claims = kubevolumes.NewClaims(facts.kube, tc != nil)
 		cfg.Records = kubevolumes.NewRecords(facts.kube, o.driverName, tridentNS)
 	}
 	if ctrl, err = newController(cfg); err != nil {

@@ -1,6 +1,7 @@
 package sanity
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,6 +48,11 @@ func createFor(t *testing.T, c csi.ControllerClient, pv, ns, name string, classP
 // refused naming the annotation, and nothing is made on ONTAP.
 func TestTridentClaimAnnotations(t *testing.T) {
 	const dbPV = "pvc-5e0c8a43-1b2d-4c6e-9f70-8a9b0c1d2e3f"
+	// Trident's csi-provisioner (trident-operator) does not name the
+	// claim: it is found by the UID in the volume's name.
+	const uid = "0f1e2d3c-4b5a-4968-8776-655443322110"
+	byUID := claimObject("apps", "logs", "", map[string]any{"trident.netapp.io/snapshotReserve": "30"})
+	byUID.SetUID(uid)
 	kube := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{kubevolumes.PVCsGVR: "PersistentVolumeClaimList"},
 		claimObject("apps", "db", dbPV, map[string]any{
@@ -55,8 +61,9 @@ func TestTridentClaimAnnotations(t *testing.T) {
 		}),
 		claimObject("apps", "db-copy", "", map[string]any{"trident.netapp.io/cloneFromPVC": "db"}),
 		claimObject("apps", "bad", "", map[string]any{"trident.netapp.io/snapshotReserve": "95"}),
+		byUID,
 	)
-	p := Start(t, Options{Driver: config.DriverONTAPNAS, Claims: kubevolumes.NewClaims(kube)})
+	p := Start(t, Options{Driver: config.DriverONTAPNAS, Claims: kubevolumes.NewClaims(kube, true)})
 	class := map[string]string{"snapshotReserve": "0", "unixPermissions": "0777", "snapshotDirectory": "false"}
 
 	db, err := createFor(t, p.Controller, dbPV, "apps", "db", class)
@@ -66,6 +73,17 @@ func TestTridentClaimAnnotations(t *testing.T) {
 	v, ok := p.Sim.Volume("trident_" + strings.ReplaceAll(dbPV, "-", "_"))
 	if !ok || v.ReservePercent != 20 || !v.SnapdirAccess || v.UnixPermissions != 750 {
 		t.Errorf("annotated volume on ONTAP: %+v", v)
+	}
+
+	logs, err := p.Controller.CreateVolume(Ctx(t), &csi.CreateVolumeRequest{
+		Name: "pvc-" + uid, Parameters: class, CapacityRange: &csi.CapacityRange{RequiredBytes: gib},
+		VolumeCapabilities: []*csi.VolumeCapability{mountCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := p.Sim.Volume("trident_pvc_" + strings.ReplaceAll(uid, "-", "_")); v.ReservePercent != 30 {
+		t.Errorf("claim found by UID: reserve %d, want its annotation's 30", v.ReservePercent)
 	}
 
 	clone, err := createFor(t, p.Controller, "pvc-copy", "apps", "db-copy", class)
@@ -87,7 +105,7 @@ func TestTridentClaimAnnotations(t *testing.T) {
 		t.Error("a volume was created for a refused claim")
 	}
 
-	for _, id := range []string{clone.Volume.VolumeId, db.Volume.VolumeId} {
+	for _, id := range []string{clone.Volume.VolumeId, db.Volume.VolumeId, logs.Volume.VolumeId} {
 		if _, err := p.Controller.DeleteVolume(Ctx(t), &csi.DeleteVolumeRequest{VolumeId: id}); err != nil {
 			t.Fatalf("delete %s: %v", id, err)
 		}
@@ -96,8 +114,8 @@ func TestTridentClaimAnnotations(t *testing.T) {
 	for _, q := range p.Sim.RecoveryQueue() {
 		queued = append(queued, q.Name)
 	}
-	if len(queued) != 1 || !strings.HasPrefix(queued[0], "trident_pvc_copy") {
-		t.Errorf("recovery queue %v: want only the clone (its claim does not skip it)", queued)
+	if len(queued) != 2 || !slices.ContainsFunc(queued, func(q string) bool { return strings.HasPrefix(q, "trident_pvc_copy") }) {
+		t.Errorf("recovery queue %v: want the clone and pvc-%s (their claims do not skip it)", queued, uid)
 	}
 	p.AssertClean(t)
 }
