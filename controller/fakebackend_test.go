@@ -93,8 +93,28 @@ func (f *fakeBackend) Volume(_ context.Context, id string) (*backends.Volume, er
 		return nil, f.failWith
 	}
 	v, ok := f.vols[id]
-	if !ok {
+	if !ok || v.Context[fakeOwnName] != "" {
+		// One with a name of its own is not where the naming rule looks.
 		return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found", id)
+	}
+	c := *v
+	return &c, nil
+}
+
+// fakeOwnName is the volume context key of a fake volume's name of its own
+// (not the naming rule's): only VolumeAt finds it.
+const fakeOwnName = "internalName"
+
+// VolumeAt implements backends.VolumeLocator.
+func (f *fakeBackend) VolumeAt(_ context.Context, id, internalName string) (*backends.Volume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return nil, f.failWith
+	}
+	v, ok := f.vols[id]
+	if !ok || v.Context[fakeOwnName] != internalName {
+		return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found at %s", id, internalName)
 	}
 	c := *v
 	return &c, nil

@@ -39,7 +39,18 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	if err != nil || done != nil {
 		return done, err
 	}
-	src, err := s.contentSource(ctx, req.GetVolumeContentSource())
+	claim, co, err := s.claimOf(ctx, name, req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	if err := applyClaim(co, params, use); err != nil {
+		return nil, err
+	}
+	source, err := s.cloneFromClaim(ctx, claim, co, req.GetVolumeContentSource())
+	if err != nil {
+		return nil, err
+	}
+	src, err := s.contentSource(ctx, source)
 	if err != nil {
 		return nil, err
 	}
@@ -265,13 +276,25 @@ func (s *Service) deleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest
 	defer unlock()
 	f, err := s.findVolume(ctx, id)
 	if errors.Is(err, backends.ErrNotFound) {
+		s.recordCache.Delete(id)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	if f.notManaged {
+		// Trident deletes only its record of an unmanaged import.
+		logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "internalName": f.vol.Context["internalName"]}).
+			Info("volume is an unmanaged import: left on ONTAP")
+		s.recordCache.Delete(id)
+		return nil
+	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "backend": f.backend.Name()}).Info("deleting volume")
-	return f.backend.DeleteVolume(ctx, f.vol)
+	if err := f.backend.DeleteVolume(ctx, f.vol); err != nil {
+		return err
+	}
+	s.recordCache.Delete(id)
+	return nil
 }
 
 // ValidateVolumeCapabilities confirms the capabilities a volume supports.
@@ -415,6 +438,9 @@ func (s *Service) expandVolume(ctx context.Context, req *csi.ControllerExpandVol
 	defer unlock()
 	f, err := s.findVolume(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.managed("resized"); err != nil {
 		return nil, err
 	}
 	if use != nil {

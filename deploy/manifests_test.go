@@ -146,6 +146,29 @@ func TestNodeDaemonSet(t *testing.T) {
 	}
 }
 
+// node.maxVolumesPerNode becomes the node plugin's --max-volumes-per-node;
+// unset, the flag is not given (no limit).
+func TestHelmMaxVolumesPerNode(t *testing.T) {
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"node.maxVolumesPerNode=32"}, "--max-volumes-per-node=32"},
+	} {
+		ds := get[*appsv1.DaemonSet](t, helm(t, tc.set...), nodeDaemonSet)
+		var got string
+		for _, a := range ds.Spec.Template.Spec.Containers[0].Args {
+			if strings.HasPrefix(a, "--max-volumes-per-node") {
+				got = a
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.set, got, tc.want)
+		}
+	}
+}
+
 func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 	pod := &ds.Spec.Template.Spec
 	checkNodeRollout(t, ds)
@@ -430,6 +453,11 @@ func TestControllerDeployment(t *testing.T) {
 				}
 				want := []string{"--v=2", "--csi-address=$(ADDRESS)", w.workers, "--timeout=600s",
 					"--retry-interval-start=10s", "--retry-interval-max=300s", "--kube-api-qps=25.0", "--kube-api-burst=50"}
+				if c.Name == "csi-provisioner" {
+					// The claim a CreateVolume is for, for its
+					// trident.netapp.io annotations.
+					want = append(want, "--extra-create-metadata")
+				}
 				if ha {
 					want = append(want, "--leader-election")
 				}

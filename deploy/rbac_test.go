@@ -113,8 +113,12 @@ var allowedRBAC = map[string][]string{
 	// The controller: node info from Node annotations (get), and once per
 	// --backend_storage_poll_interval the lists behind trident_node_count,
 	// trident_storageclass_count and ontap_csi_volume_info
-	// (controller/inventory).
-	"ClusterRole/ontap-csi-controller": {"/nodes:get", "/nodes:list", "/persistentvolumes:list", "storage.k8s.io/storageclasses:list"},
+	// (controller/inventory). CreateVolume gets the claim csi-provisioner
+	// names (--extra-create-metadata) for its trident.netapp.io
+	// annotations, and each volume's PV for the ONTAP name it records
+	// (controller/kubevolumes).
+	"ClusterRole/ontap-csi-controller": {"/nodes:get", "/nodes:list", "/persistentvolumes:list", "storage.k8s.io/storageclasses:list",
+		"/persistentvolumeclaims:get", "/persistentvolumes:get"},
 	// Helm's uninstall Job: kubectl rollout status on one DaemonSet.
 	"Role/ontap-csi-deregister-wait": {
 		"apps/daemonsets:get", "apps/daemonsets:list", "apps/daemonsets:watch",

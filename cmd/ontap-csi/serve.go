@@ -20,6 +20,7 @@ import (
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/controller/inventory"
+	"github.com/ontap-csi/ontap-csi/controller/kubevolumes"
 	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/server"
 )
@@ -128,6 +129,19 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 			facts.kube = inClusterDynamic(&o.tridentAPI, "the metrics do not count PersistentVolumes, StorageClasses or nodes")
 			facts.countNodes = facts.annotatedNodes
 		}
+	}
+	if facts.kube != nil {
+		// Trident's trident.netapp.io annotations of the claim a
+		// CreateVolume names (csi-provisioner --extra-create-metadata),
+		// and the ONTAP names that PVs and TridentVolumes record.
+		// Under Trident's Deployment its csi-provisioner does not name the
+		// claim, and Trident's role may list claims to find it by UID.
+		tridentNS := ""
+		if tc != nil {
+			tridentNS = tc.namespace
+		}
+		cfg.Claims = kubevolumes.NewClaims(facts.kube, tc != nil)
+		cfg.Records = kubevolumes.NewRecords(facts.kube, o.driverName, tridentNS)
 	}
 	if ctrl, err = newController(cfg); err != nil {
 		return nil, err

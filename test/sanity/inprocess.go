@@ -73,6 +73,11 @@ type Options struct {
 	Sim     ontapsim.Config
 	// FastRetries shortens the ONTAP client's retry delays (fault tests).
 	FastRetries bool
+	// Claims reads the claims CreateVolume names (Trident's PVC
+	// annotations); nil: no Kubernetes API, as under csi-sanity.
+	Claims controller.ClaimReader
+	// Records reads volumes' PVs and TridentVolumes; nil: none.
+	Records controller.VolumeRecords
 }
 
 // Plugin is an in-process controller with its simulator: the Identity
@@ -126,7 +131,7 @@ func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 	}
 	nodes := controller.NewNodes()
 	nodes.Set(backends.Node{Name: NodeID, IQN: NodeIQN, IPs: NodeIPs})
-	ctrl, err := controller.New(controller.Config{Backends: []backends.Backend{b}, Nodes: nodes})
+	ctrl, err := controller.New(controller.Config{Backends: []backends.Backend{b}, Nodes: nodes, Claims: o.Claims, Records: o.Records})
 	if err != nil {
 		t.Fatalf("controller: %v", err)
 	}
