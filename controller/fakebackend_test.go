@@ -25,6 +25,8 @@ type fakeBackend struct {
 	published map[string][]string           // volume -> node names
 	failWith  error                         // returned by every call when set
 	creates   []*backends.CreateRequest
+	modifies  []backends.Modify // applied by ModifyVolume
+	lookups   int               // calls of Volume
 	// With block set, CreateVolume signals entered and waits on block.
 	block, entered chan struct{}
 }
@@ -89,6 +91,7 @@ func (f *fakeBackend) CreateVolume(_ context.Context, r *backends.CreateRequest)
 func (f *fakeBackend) Volume(_ context.Context, id string) (*backends.Volume, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lookups++
 	if f.failWith != nil {
 		return nil, f.failWith
 	}
@@ -176,5 +179,23 @@ func (f *fakeBackend) DeleteSnapshot(_ context.Context, s *backends.Snapshot) er
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.snaps, s.VolumeID+"/"+s.Name)
+	return nil
+}
+
+// CheckModify refuses, as ontap-san does, what an iSCSI volume lacks.
+func (f *fakeBackend) CheckModify(m *backends.Modify) error {
+	if f.protocol == backends.ProtocolBlock && (m.UnixPermissions != nil || m.ExportPolicy != nil || m.SnapshotDir != nil) {
+		return backends.Errorf(backends.ErrInvalid, "does not apply to iSCSI volumes")
+	}
+	return nil
+}
+
+func (f *fakeBackend) ModifyVolume(_ context.Context, v *backends.Volume, m *backends.Modify) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return f.failWith
+	}
+	f.modifies = append(f.modifies, *m)
 	return nil
 }

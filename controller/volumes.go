@@ -33,6 +33,9 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	}
 	defer unlock()
 	done, resume, err := s.earlierCreate(ctx, req, use)
+	if err == nil && done != nil {
+		err = s.finishClone(ctx, done, params.mutable)
+	}
 	if err != nil || done != nil {
 		return done, err
 	}
@@ -73,8 +76,8 @@ func checkCreateRequest(req *csi.CreateVolumeRequest) (*volumeUse, *parameters, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(req.GetMutableParameters()) > 0 {
-		return nil, nil, invalidArg("mutable parameters (VolumeAttributesClass) are not supported")
+	if err := params.setMutable(req.GetMutableParameters()); err != nil {
+		return nil, nil, err
 	}
 	return use, params, nil
 }
@@ -109,6 +112,9 @@ func (s *Service) earlierCreate(ctx context.Context, req *csi.CreateVolumeReques
 func (s *Service) createInPools(ctx context.Context, req *csi.CreateVolumeRequest, use *volumeUse, params *parameters, resume *found) (*backends.Volume, error) {
 	name := req.GetName()
 	places, err := s.placements(ctx, params, use, req.GetAccessibilityRequirements(), name)
+	if err == nil {
+		places, err = mutableFits(places, params.mutable)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +127,7 @@ func (s *Service) createInPools(ctx context.Context, req *csi.CreateVolumeReques
 		if err != nil {
 			return nil, err
 		}
-		vol, err := s.create(ctx, pl.backend, createRequest(name, pl.pool.Name, size, use, params, nil, pl.topologies))
+		vol, err := s.create(ctx, pl.backend, createRequest(name, pl.pool.Name, size, use, params, nil, pl.topologies), params.mutable)
 		if err == nil || !errors.Is(err, backends.ErrExhausted) {
 			return vol, err
 		}
@@ -137,11 +143,23 @@ func (s *Service) createInPools(ctx context.Context, req *csi.CreateVolumeReques
 	return nil, lastErr
 }
 
-func (s *Service) create(ctx context.Context, b backends.Backend, r *backends.CreateRequest) (*backends.Volume, error) {
+// create creates a volume on b. Mutable parameters (a
+// VolumeAttributesClass) are already among r's options; a clone, which
+// inherits its source's attributes, gets them applied afterwards.
+func (s *Service) create(ctx context.Context, b backends.Backend, r *backends.CreateRequest, mutable *backends.Modify) (*backends.Volume, error) {
+	if !mutable.Empty() {
+		if _, err := modifierOf(b, mutable); err != nil {
+			return nil, err
+		}
+	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{
 		"volume": r.Name, "backend": b.Name(), "pool": r.Pool, "size": r.SizeBytes, "access": r.AccessType,
 	}).Info("creating volume")
-	return b.CreateVolume(ctx, r)
+	vol, err := b.CreateVolume(ctx, r)
+	if err != nil || r.Source == nil || mutable.Empty() {
+		return vol, err
+	}
+	return vol, modifyClone(ctx, b, vol.ID, mutable)
 }
 
 func createRequest(name, pool string, size int64, use *volumeUse, p *parameters, src *backends.Source, topo []map[string]string) *backends.CreateRequest {

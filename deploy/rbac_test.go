@@ -18,8 +18,8 @@ import (
 //     backend credentials are mounted, not read through the API.
 //   - csistoragecapacities, pods and replicasets for the provisioner:
 //     only with --enable-capacity.
-//   - volumeattributesclasses: the resizer's modify controller starts only
-//     for drivers with MODIFY_VOLUME.
+//   - nothing for VolumeAttributesClasses beyond what ControllerModifyVolume
+//     needs (below).
 //   - groupsnapshot.storage.k8s.io: feature gate CSIVolumeGroupSnapshot is off.
 //   - events list/watch/update: client-go's recorder only creates and
 //     patches (aggregated repeats).
@@ -34,12 +34,15 @@ var allowedRBAC = map[string][]string{
 	// csi-provisioner: PVs it creates and deletes, claims (update: the
 	// clone-protection finalizer), classes, events, snapshot sources (update:
 	// source-protection finalizer and its orphan sweep), topology from
-	// CSINode and Node, and VolumeAttachments (no delete while attached).
+	// CSINode and Node, VolumeAttachments (no delete while attached), and
+	// the VolumeAttributesClass a claim names (one get per CreateVolume:
+	// its parameters become the request's mutable_parameters).
 	"ClusterRole/ontap-csi-provisioner": {
 		"/persistentvolumes:get", "/persistentvolumes:list", "/persistentvolumes:watch",
 		"/persistentvolumes:create", "/persistentvolumes:patch", "/persistentvolumes:delete",
 		"/persistentvolumeclaims:get", "/persistentvolumeclaims:list", "/persistentvolumeclaims:watch", "/persistentvolumeclaims:update",
 		"storage.k8s.io/storageclasses:get", "storage.k8s.io/storageclasses:list", "storage.k8s.io/storageclasses:watch",
+		"storage.k8s.io/volumeattributesclasses:get",
 		"/events:create", "/events:patch",
 		"snapshot.storage.k8s.io/volumesnapshots:get", "snapshot.storage.k8s.io/volumesnapshots:list",
 		"snapshot.storage.k8s.io/volumesnapshots:watch", "snapshot.storage.k8s.io/volumesnapshots:update",
@@ -58,13 +61,18 @@ var allowedRBAC = map[string][]string{
 		"storage.k8s.io/volumeattachments/status:patch",
 	},
 	// csi-resizer: PV capacity, claims and their status, pods using a claim
-	// (--handle-volume-inuse-error), events.
+	// (--handle-volume-inuse-error), events, and the VolumeAttributesClasses
+	// of its modify controller, which runs because ontap-csi advertises
+	// MODIFY_VOLUME (feature gate VolumeAttributesClass, GA and on by
+	// default in v2.1.0 where the cluster serves storage.k8s.io/v1).
 	"ClusterRole/ontap-csi-resizer": {
 		"/persistentvolumes:get", "/persistentvolumes:list", "/persistentvolumes:watch", "/persistentvolumes:patch",
 		"/persistentvolumeclaims:get", "/persistentvolumeclaims:list", "/persistentvolumeclaims:watch",
 		"/persistentvolumeclaims/status:patch",
 		"/pods:get", "/pods:list", "/pods:watch",
 		"/events:create", "/events:patch",
+		"storage.k8s.io/volumeattributesclasses:get", "storage.k8s.io/volumeattributesclasses:list",
+		"storage.k8s.io/volumeattributesclasses:watch",
 	},
 	// csi-snapshotter (sidecar): classes, contents (handle, finalizer) and
 	// their status, events.

@@ -21,6 +21,7 @@ type model struct {
 	SVMs             []*svmState             `json:"svms"`
 	LIFs             []*lifState             `json:"lifs"`
 	SnapshotPolicies []*snapPolicyState      `json:"snapshot_policies"`
+	QoSPolicies      []*qosPolicyState       `json:"qos_policies,omitempty"`
 	Volumes          map[string]*volumeState `json:"volumes"`
 	RecoveryQueue    []*volumeState          `json:"recovery_queue"`
 	ExportPolicies   map[int64]*policyState  `json:"export_policies"`

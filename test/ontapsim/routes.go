@@ -20,6 +20,7 @@ func (s *Simulator) buildRoutes() []*route {
 	s.iscsiRoutes()
 	s.qtreeRoutes()
 	s.quotaRoutes()
+	s.qosRoutes()
 	return s.routes
 }
 
