@@ -165,3 +165,34 @@ func TestCreateVolumeMutableParameters(t *testing.T) {
 		t.Errorf("clone modifies %+v, want silver twice", nas.modifies)
 	}
 }
+
+// FuzzParseMutableParameters: whatever a VolumeAttributesClass holds is
+// refused, or parsed into values the backends can send as they are.
+func FuzzParseMutableParameters(f *testing.F) {
+	f.Add("qosPolicy", "gold", "snapshotReserve", "10%")
+	f.Add("trident.netapp.io/tieringPolicy", "snapshot-only", "unixPermissions", "---rwxr-x---")
+	f.Add("adaptiveQosPolicy", "extreme", "qosPolicy", "none")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		m, err := parseMutableParameters(map[string]string{k1: v1, k2: v2})
+		if err != nil {
+			if code(toStatus(err)) != codes.InvalidArgument {
+				t.Fatalf("refusal %v is not INVALID_ARGUMENT", err)
+			}
+			return
+		}
+		if r := m.SnapshotReserve; r != nil && (*r < 0 || *r > 90) {
+			t.Fatalf("snapshot reserve %d accepted", *r)
+		}
+		if m.QoSPolicy != nil && m.AdaptiveQoSPolicy != nil {
+			t.Fatal("fixed and adaptive QoS accepted together")
+		}
+		if p := m.TieringPolicy; p != nil && tieringPolicies[*p] != *p {
+			t.Fatalf("tiering policy %q is not ONTAP's", *p)
+		}
+		for _, name := range []*string{m.QoSPolicy, m.AdaptiveQoSPolicy, m.SnapshotPolicy, m.ExportPolicy, m.UnixPermissions} {
+			if name != nil && (*name == "" || strings.ContainsAny(*name, " ,\n")) {
+				t.Fatalf("name %q accepted", *name)
+			}
+		}
+	})
+}

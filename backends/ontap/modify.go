@@ -13,8 +13,11 @@ import (
 // ontap-san change their FlexVol in one PATCH; ontap-san's QoS policy
 // group belongs to its LUN, as at creation, and takes a PATCH of the LUN.
 // Everything the change names is looked up first, so a refusal changes
-// nothing on ONTAP; what already holds is left out, so a repeated call
-// sends nothing.
+// nothing on ONTAP (CSI: INVALID_ARGUMENT means nothing was applied); what
+// already holds is left out, so a repeated call sends nothing. The FlexVol
+// PATCH goes before the LUN's: it is the one ONTAP may still refuse (a
+// tiering policy the aggregate does not allow), and it changes all or
+// nothing.
 
 // CheckModify implements backends.Modifier.
 func (n *nasDriver) CheckModify(m *backends.Modify) error {
