@@ -27,6 +27,7 @@ type fakeBackend struct {
 	creates   []*backends.CreateRequest
 	modifies  []backends.Modify // applied by ModifyVolume
 	lookups   int               // calls of Volume
+	groups    int               // group snapshots taken
 	// With block set, CreateVolume signals entered and waits on block.
 	block, entered chan struct{}
 }
@@ -198,4 +199,31 @@ func (f *fakeBackend) ModifyVolume(_ context.Context, v *backends.Volume, m *bac
 	}
 	f.modifies = append(f.modifies, *m)
 	return nil
+}
+
+// CreateGroupSnapshot snapshots vols at one instant, all or none.
+func (f *fakeBackend) CreateGroupSnapshot(_ context.Context, vols []*backends.Volume, name string) ([]*backends.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return nil, f.failWith
+	}
+	out := make([]*backends.Snapshot, 0, len(vols))
+	for _, v := range vols {
+		if s := f.snaps[v.ID+"/"+name]; s != nil {
+			out = append(out, s) // taken by an earlier call
+		}
+	}
+	if len(out) == len(vols) {
+		return out, nil
+	}
+	out = out[:0]
+	for _, v := range vols {
+		out = append(out, &backends.Snapshot{Name: name, VolumeID: v.ID, CreatedAt: time.Unix(1700000001, 0), SizeBytes: v.SizeBytes, Ready: true})
+	}
+	for _, s := range out {
+		f.snaps[s.VolumeID+"/"+name] = s
+	}
+	f.groups++
+	return out, nil
 }

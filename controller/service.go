@@ -44,9 +44,10 @@ type BackendSource interface {
 	Backends() ([]backends.Backend, error)
 }
 
-// Service implements csi.ControllerServer.
+// Service implements csi.ControllerServer and csi.GroupControllerServer.
 type Service struct {
 	csi.UnimplementedControllerServer
+	csi.UnimplementedGroupControllerServer
 
 	static []backends.Backend
 	source BackendSource

@@ -20,7 +20,9 @@ import (
 //     only with --enable-capacity.
 //   - nothing for VolumeAttributesClasses beyond what ControllerModifyVolume
 //     needs (below).
-//   - groupsnapshot.storage.k8s.io: feature gate CSIVolumeGroupSnapshot is off.
+//   - groupsnapshot.storage.k8s.io: csi-snapshotter's feature gate
+//     CSIVolumeGroupSnapshot is off (ontap-csi serves group snapshots;
+//     docs/configuration.md says what turning it on takes).
 //   - events list/watch/update: client-go's recorder only creates and
 //     patches (aggregated repeats).
 //   - leases list/watch/delete: client-go's Lease lock gets, creates and

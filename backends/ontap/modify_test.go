@@ -12,13 +12,19 @@ import (
 
 func sp[T any](v T) *T { return &v }
 
+// as is b as the optional interface T, which it must implement.
+func as[T any](t *testing.T, b backends.Backend) T {
+	t.Helper()
+	x, ok := b.(T)
+	if !ok {
+		t.Fatalf("%s does not implement %T", b.Driver(), (*T)(nil))
+	}
+	return x
+}
+
 func modifier(t *testing.T, b backends.Backend) backends.Modifier {
 	t.Helper()
-	m, ok := b.(backends.Modifier)
-	if !ok {
-		t.Fatalf("%s cannot modify volumes", b.Driver())
-	}
-	return m
+	return as[backends.Modifier](t, b)
 }
 
 // patches counts the PATCHes of volumes and LUNs since before.

@@ -21,6 +21,7 @@ func (s *Simulator) buildRoutes() []*route {
 	s.qtreeRoutes()
 	s.quotaRoutes()
 	s.qosRoutes()
+	s.cgRoutes()
 	return s.routes
 }
 
