@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -20,9 +21,9 @@ import (
 //     only with --enable-capacity.
 //   - nothing for VolumeAttributesClasses beyond what ControllerModifyVolume
 //     needs (below).
-//   - groupsnapshot.storage.k8s.io: csi-snapshotter's feature gate
-//     CSIVolumeGroupSnapshot is off (ontap-csi serves group snapshots;
-//     docs/configuration.md says what turning it on takes).
+//   - groupsnapshot.storage.k8s.io, unless group snapshots are turned on
+//     (kustomize/group-snapshots, Helm groupSnapshots=true): csi-snapshotter's
+//     feature gate CSIVolumeGroupSnapshot is off by default.
 //   - events list/watch/update: client-go's recorder only creates and
 //     patches (aggregated repeats).
 //   - leases list/watch/delete: client-go's Lease lock gets, creates and
@@ -131,8 +132,24 @@ var allowedRBAC = map[string][]string{
 	},
 }
 
-// allowedRBACOverrides: the overlays whose roles grant less.
+// groupSnapshotterRBAC: csi-snapshotter with its feature gate
+// CSIVolumeGroupSnapshot: group snapshot classes, and contents (handle,
+// finalizer) and their status.
+var groupSnapshotterRBAC = append(slices.Clone(allowedRBAC["ClusterRole/ontap-csi-snapshotter"]),
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotclasses:get", "groupsnapshot.storage.k8s.io/volumegroupsnapshotclasses:list",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotclasses:watch",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents:get", "groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents:list",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents:watch", "groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents:update",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents:patch",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents/status:update",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents/status:patch",
+)
+
+// allowedRBACOverrides: the renderings whose roles grant other than
+// allowedRBAC: less (trident-node), or more where a feature asks for it.
 var allowedRBACOverrides = map[string]map[string][]string{
+	"kustomize/group-snapshots": {"ClusterRole/ontap-csi-snapshotter": groupSnapshotterRBAC},
+	"helm-group-snapshots":      {"ClusterRole/ontap-csi-snapshotter": groupSnapshotterRBAC},
 	// Trident's controller gets the node info over its REST API and never
 	// reads a Node annotation.
 	"kustomize/trident-node": {
@@ -157,11 +174,13 @@ var allowedBindings = map[string]string{
 
 func TestRBACIsTheAllowList(t *testing.T) {
 	for what, objs := range map[string]objects{
-		"kustomize/base":         kustomize(t, "kustomize/base"),
-		"kustomize/ha":           kustomize(t, "kustomize/ha"),
-		"kustomize/trident-node": kustomize(t, "kustomize/trident-node"),
-		"helm":                   helm(t),
-		"helm-ha":                helm(t, "controller.replicas=2"),
+		"kustomize/base":            kustomize(t, "kustomize/base"),
+		"kustomize/ha":              kustomize(t, "kustomize/ha"),
+		"kustomize/trident-node":    kustomize(t, "kustomize/trident-node"),
+		"kustomize/group-snapshots": kustomize(t, "kustomize/group-snapshots"),
+		"helm":                      helm(t),
+		"helm-ha":                   helm(t, "controller.replicas=2"),
+		"helm-group-snapshots":      helm(t, "groupSnapshots=true"),
 	} {
 		t.Run(strings.ReplaceAll(what, "/", "-"), func(t *testing.T) {
 			roles := map[string][]rbacv1.PolicyRule{}

@@ -36,6 +36,9 @@ One controller sidecar with Trident 26.06's arguments; call with
     {{- if gt (int .root.Values.controller.replicas) 1 }}
     - --leader-election
     {{- end }}
+    {{- range .extraArgs }}
+    - {{ . }}
+    {{- end }}
   env:
     - name: ADDRESS
       value: /var/lib/csi/sockets/pluginproxy/csi.sock
