@@ -27,13 +27,17 @@ var cgPostFields = newSchema(`name svm.name svm.uuid volumes.name volumes.provis
 
 var cgSnapshotPostFields = newSchema(`name comment`)
 
+// cgSnapshotResource: the simulator takes group snapshots and lists them
+// only as the members' volume snapshots.
+var cgSnapshotResource = &resource{schema: newSchema(`uuid name comment _links`), keys: []string{"uuid", "name"}, sortKey: "name"}
+
 func (s *Simulator) cgRoutes() {
 	cg := withResource(cgResource)
 	s.add(get, "/api/application/consistency-groups", req, s.getCGs)
 	s.add(post, "/api/application/consistency-groups", req, s.postCG, async, cg)
 	s.add(del, "/api/application/consistency-groups/{uuid}", req, s.deleteCG, async, cg)
 	s.add(post, "/api/application/consistency-groups/{consistency_group.uuid}/snapshots", req, s.postCGSnapshot,
-		async, withResource(snapshotResource))
+		async, withResource(cgSnapshotResource))
 }
 
 // cgSupported: the endpoints exist from ONTAP 9.10.1; before, the path is
@@ -176,7 +180,7 @@ func (s *Simulator) postCGSnapshot(c *call) (*reply, *apiError) {
 		return nil, err
 	}
 	b := c.body
-	if err := c.checkBody(cgSnapshotPostFields, snapshotResource); err != nil {
+	if err := c.checkBody(cgSnapshotPostFields, cgSnapshotResource); err != nil {
 		return nil, err
 	}
 	name, _ := b.str("name")
