@@ -100,5 +100,5 @@ func (s *Service) createClone(ctx context.Context, name string, req *csi.CreateV
 		r.FSType = src.volume.FSType
 	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": name, "source": src.id}).Info("cloning")
-	return s.create(ctx, b, r)
+	return s.create(ctx, b, r, p.mutable)
 }

@@ -32,6 +32,9 @@ type parameters struct {
 	// claim's trident.netapp.io/protocol); "" any.
 	protocol backends.Protocol
 	options  backends.VolumeOptions
+	// mutable are the CreateVolume's mutable parameters (a
+	// VolumeAttributesClass), also laid over options.
+	mutable *backends.Modify
 }
 
 // tridentPrefix marks Trident's PVC-annotation spelling of a parameter
@@ -136,10 +139,7 @@ func (p *parameters) setOption(k, v string) (known bool, err error) {
 		o.SnapshotPolicy = v
 	case "snapshotReserve":
 		var n int
-		n, err = strconv.Atoi(strings.TrimSuffix(v, "%"))
-		if err == nil && (n < 0 || n > 90) {
-			err = fmt.Errorf("%d is outside 0..90 percent", n)
-		}
+		n, err = parseReserve(v)
 		o.SnapshotReserve = &n
 	case "snapshotDirectory", "snapshotDir":
 		o.SnapshotDir, err = parseBoolPtr(v)

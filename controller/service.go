@@ -52,9 +52,10 @@ type BackendSource interface {
 	Backends() ([]backends.Backend, error)
 }
 
-// Service implements csi.ControllerServer.
+// Service implements csi.ControllerServer and csi.GroupControllerServer.
 type Service struct {
 	csi.UnimplementedControllerServer
+	csi.UnimplementedGroupControllerServer
 
 	static []backends.Backend
 	source BackendSource
@@ -128,7 +129,6 @@ func (s *Service) Backends() []backends.Backend {
 //     is refused (InvalidArgument), never silently ignored.
 //   - LIST_VOLUMES_PUBLISHED_NODES and GET_VOLUME: publications are not
 //     recorded anywhere the controller could list them cheaply.
-//   - MODIFY_VOLUME.
 var capabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 	csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
@@ -139,6 +139,7 @@ var capabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
 	csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
 	csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+	csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 }
 
 // ControllerGetCapabilities advertises only what this service implements.

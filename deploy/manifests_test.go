@@ -39,6 +39,7 @@ func TestHelmRendersTheKustomizeObjects(t *testing.T) {
 	}{
 		{"defaults", "kustomize/base", nil},
 		{"ha", "kustomize/ha", []string{"controller.replicas=2"}},
+		{"group-snapshots", "kustomize/group-snapshots", []string{"groupSnapshots=true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := kustomize(t, tc.dir)

@@ -147,6 +147,7 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 		return nil, err
 	}
 	csi.RegisterControllerServer(grpcServer, ctrl)
+	csi.RegisterGroupControllerServer(grpcServer, ctrl)
 	prometheus.MustRegister(inv)
 	go inv.Run(ctx)
 	rest, err := serveTridentREST(&o.tridentAPI, tc, inv)
@@ -274,6 +275,8 @@ func pluginCapabilities(role string) []*csi.PluginCapability {
 	if role != roleNode {
 		caps = append(caps,
 			server.ServiceCapability(csi.PluginCapability_Service_CONTROLLER_SERVICE),
+			// Volume group snapshots, as Trident 26.06.
+			server.ServiceCapability(csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE),
 			server.OnlineExpansionCapability())
 	}
 	return caps

@@ -40,6 +40,9 @@ and "args" (a list) for arguments of that sidecar's own.
     {{- if gt (int .root.Values.controller.replicas) 1 }}
     - --leader-election
     {{- end }}
+    {{- range .extraArgs }}
+    - {{ . }}
+    {{- end }}
   env:
     - name: ADDRESS
       value: /var/lib/csi/sockets/pluginproxy/csi.sock
