@@ -33,19 +33,11 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	}
 	defer unlock()
 	// The claim's annotations decide the volume as the StorageClass does,
-	// so they are read before any create, fresh or not.
-	claim, co, err := s.claimOf(ctx, name, req.GetParameters())
-	if err != nil {
-		return nil, err
-	}
-	if err := applyClaim(co, params, use); err != nil {
-		return nil, err
-	}
-	source, err := s.cloneFromClaim(ctx, claim, co, req.GetVolumeContentSource())
-	if err != nil {
-		return nil, err
-	}
-	if source == nil {
+	// so they are read before a fresh create. A claim that cannot be read
+	// (gone, API down, a bad annotation) fails only a volume not made yet:
+	// a retry of one that exists is answered without it.
+	source, claimErr := s.applyClaimOf(ctx, req, use, params)
+	if claimErr == nil && source == nil {
 		if vol, ok, err := s.createFresh(ctx, req, use, params); ok {
 			return vol, err
 		}
@@ -57,6 +49,9 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	if err != nil || done != nil {
 		return done, err
 	}
+	if claimErr != nil {
+		return nil, claimErr
+	}
 	src, err := s.contentSource(ctx, source)
 	if err != nil {
 		return nil, err
@@ -65,6 +60,19 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 		return s.createClone(ctx, name, req, use, params, src)
 	}
 	return s.createInPools(ctx, req, use, params, resume)
+}
+
+// applyClaimOf lays the annotations of the volume's claim over params and
+// use, and returns the source its cloneFromPVC names, if any.
+func (s *Service) applyClaimOf(ctx context.Context, req *csi.CreateVolumeRequest, use *volumeUse, params *parameters) (*csi.VolumeContentSource, error) {
+	claim, co, err := s.claimOf(ctx, req.GetName(), req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	if err := applyClaim(co, params, use); err != nil {
+		return nil, err
+	}
+	return s.cloneFromClaim(ctx, claim, co, req.GetVolumeContentSource())
 }
 
 // checkCreateRequest checks a CreateVolume's arguments before anything is
