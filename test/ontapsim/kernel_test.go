@@ -233,3 +233,58 @@ func TestKernelDesiredQtrees(t *testing.T) {
 		t.Fatalf("exports after deleting qa and qb\n got %v\nwant %v (binds %v)", st.exports, want, st.binds)
 	}
 }
+
+// TestKernelDesiredLUNsOfOnePool: LUNs sharing a FlexVol, as
+// ontap-san-economy's pools hold them, and a LUN clone there are LIO LUNs
+// each, as ontap-san's, at the LUN IDs of their maps.
+func TestKernelDesiredLUNsOfOnePool(t *testing.T) {
+	a := newTestSim(t, Config{})
+	s := a.sim
+	const ini = "iqn.2005-03.org.open-iscsi:node-1"
+	if _, err := s.CreateVolume(VolumeSpec{Name: "pool", Size: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateIGroup("g1", "", "", ini); err != nil {
+		t.Fatal(err)
+	}
+	var luns []LUNInfo
+	for _, name := range []string{"a", "b"} {
+		l, err := s.CreateLUN(LUNSpec{Path: "/vol/pool/" + name, Size: 64 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		luns = append(luns, l)
+	}
+	a.must(201, "POST", "/api/storage/luns?return_timeout=30", map[string]any{"svm": map[string]any{"name": s.Info().SVM},
+		"name": "/vol/pool/a_clone", "clone": map[string]any{"source": map[string]any{"name": "/vol/pool/a"}}})
+	for _, l := range s.LUNs() {
+		if l.Path == "/vol/pool/a_clone" {
+			luns = append(luns, l)
+		}
+	}
+	if len(luns) != 3 {
+		t.Fatalf("LUNs %+v", s.LUNs())
+	}
+	want := map[int]string{}
+	for _, l := range luns {
+		id, err := s.MapLUN(l.Path, "g1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = l.UUID
+	}
+	st := desired(t, s)
+	if len(st.backstores) != 3 {
+		t.Fatalf("backstores %+v, want one per LUN", st.backstores)
+	}
+	for _, l := range luns {
+		if b := st.backstores[l.UUID]; b.File != l.File || b.Serial != l.Serial {
+			t.Fatalf("backstore of %s: %+v", l.Path, b)
+		}
+	}
+	for tag, tpg := range st.targets[s.Info().TargetIQN].TPGs {
+		if !reflect.DeepEqual(tpg.ACLs[ini].LUNs, want) || len(tpg.LUNs) != 3 {
+			t.Fatalf("TPG %d: ACL LUNs %v, want %v", tag, tpg.ACLs[ini].LUNs, want)
+		}
+	}
+}
