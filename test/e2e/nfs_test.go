@@ -305,19 +305,26 @@ func (l *nfsLife) controllerUnpublish() {
 	if v, _ := r.sim.Volume(l.internal); policyAdmits(r, v.ExportPolicy, nfsClientIP) {
 		t.Fatalf("export policy %q still admits the node after ControllerUnpublishVolume", v.ExportPolicy)
 	}
-	if !plugintest.RealKernel() {
-		return
+	if plugintest.RealKernel() {
+		r.assertMountRefused(l.pc, "4.1")
 	}
-	mnt := filepath.Join(r.Root, "after-unpublish")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
+}
+
+// assertMountRefused checks, on a real kernel, that nfsd refuses the
+// node's mount of the export in publish context pc over NFS version vers.
+func (r *rig) assertMountRefused(pc map[string]string, vers string) {
+	r.t.Helper()
+	mnt, err := os.MkdirTemp(r.Root, "refused-")
+	if err != nil {
+		r.t.Fatal(err)
 	}
-	out, err := exec.Command("mount", "-t", "nfs", "-o", "vers=4.1", l.pc["nfsServerIp"]+":"+l.pc["nfsPath"], mnt).CombinedOutput()
+	defer os.Remove(mnt)
+	out, err := exec.Command("mount", "-t", "nfs", "-o", "vers="+vers, pc["nfsServerIp"]+":"+pc["nfsPath"], mnt).CombinedOutput()
 	if err == nil {
 		_ = unix.Unmount(mnt, 0)
-		t.Fatal("the node still mounts the volume after ControllerUnpublishVolume")
+		r.t.Fatalf("the node still mounts %s over NFSv%s after ControllerUnpublishVolume", pc["nfsPath"], vers)
 	} else if !strings.Contains(string(out), "access denied") {
-		t.Fatalf("mount after ControllerUnpublishVolume: %v: %s, want access denied", err, out)
+		r.t.Fatalf("mount of %s over NFSv%s after ControllerUnpublishVolume: %v: %s, want access denied", pc["nfsPath"], vers, err, out)
 	}
 }
 

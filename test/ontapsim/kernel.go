@@ -1,12 +1,15 @@
 package ontapsim
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -25,7 +28,10 @@ import (
 //     CHAP comes from the SVM's iSCSI credentials;
 //   - a mounted, online volume's export policy rules are nfsd exports of
 //     its directory, bind-mounted at its junction path below NFSRoot,
-//     which nfs.conf names as [exports] rootdir.
+//     which nfs.conf names as [exports] rootdir; each qtree's directory is
+//     bind-mounted at "<junction>/<qtree>" and exported by the policy in
+//     force on it (ontap-nas-economy mounts qtrees so), and a volume with
+//     qtrees of their own policies is exported through them only.
 //
 // Every committed change reconciles the kernel with the model at once
 // (saveLocked calls sync), while the simulator's lock is held: an unmap,
@@ -211,7 +217,9 @@ func (s *Simulator) desiredTarget(svm *svmState, st *kernelState) {
 }
 
 // desiredExports adds an nfsd export per rule and client of each online
-// volume mounted below "/" (the SVM root is nfsd's NFSv4 pseudo root).
+// volume mounted below "/" (the SVM root is nfsd's NFSv4 pseudo root), and
+// of each of its qtrees at "<junction>/<qtree>" by the qtree's policy
+// (docs/design/economy.md §1.3).
 func (s *Simulator) desiredExports(svm *svmState, st *kernelState) {
 	for _, v := range s.m.Volumes {
 		if v.SVM != svm.UUID || v.State != "online" || v.JunctionPath == "" || v.JunctionPath == "/" {
@@ -222,21 +230,64 @@ func (s *Simulator) desiredExports(svm *svmState, st *kernelState) {
 			continue
 		}
 		st.binds[v.JunctionPath] = s.volumeDir(v.UUID)
-		for _, r := range sortedRules(pol) {
-			opts, ok := exportOptions(r, v.UUID)
-			if !ok {
-				continue
+		qtrees := s.m.qtreesOf(v.UUID)
+		if !qtreesHavePolicies(qtrees, v) {
+			addExports(st, pol, v.JunctionPath, v.UUID)
+		}
+		for _, q := range qtrees {
+			// Its own bind: nfsd crosses into another export only at a
+			// mount point, and a qtree's tmpfs (QtreeQuotaMounts) is not in
+			// the volume's bind.
+			j := v.JunctionPath + "/" + q.Name
+			st.binds[j] = s.qtreeDir(q)
+			if qp := s.m.qtreePolicy(q); qp != nil {
+				addExports(st, qp, j, qtreeFSID(v.UUID, q.ID))
 			}
-			for _, c := range r.Clients {
-				for _, client := range exportClients(c) {
-					key := client + ":" + v.JunctionPath
-					if _, seen := st.exports[key]; !seen { // the first rule wins, as on ONTAP
-						st.exports[key] = opts
-					}
+		}
+	}
+}
+
+// qtreesHavePolicies reports whether a qtree of v has an export policy of
+// its own. Then v's root is not exported: nfsd cannot refuse a directory
+// below an export, and a client the volume admits would reach, below the
+// mount point of a qtree whose policy refuses it, the qtree's directory.
+// Without an export of the volume, NFSv4 refuses to cross the pseudo file
+// system into a qtree not exported to the client, and mountd the NFSv3
+// mount. Files in such a volume's root are out of reach (Trident's pools
+// hold qtrees only).
+func qtreesHavePolicies(qtrees []*qtreeState, v *volumeState) bool {
+	for _, q := range qtrees {
+		if q.ExportPolicy != 0 && q.ExportPolicy != v.ExportPolicy {
+			return true
+		}
+	}
+	return false
+}
+
+// addExports adds pol's rules as exports of junction j.
+func addExports(st *kernelState, pol *policyState, j, fsid string) {
+	for _, r := range sortedRules(pol) {
+		opts, ok := exportOptions(r, fsid)
+		if !ok {
+			continue
+		}
+		for _, c := range r.Clients {
+			for _, client := range exportClients(c) {
+				key := client + ":" + j
+				if _, seen := st.exports[key]; !seen { // the first rule wins, as on ONTAP
+					st.exports[key] = opts
 				}
 			}
 		}
 	}
+}
+
+// qtreeFSID is the nfsd fsid of a qtree's export: a UUID derived from its
+// volume's and its id, since every export needs its own.
+func qtreeFSID(volume string, id int) string {
+	h := md5.Sum([]byte(volume + "/" + strconv.Itoa(id)))
+	x := hex.EncodeToString(h[:])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
 // exportOptions turns a rule into exportfs options; ok is false when the

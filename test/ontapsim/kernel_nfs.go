@@ -59,11 +59,7 @@ func (k *kernelPlane) applyNFS(want kernelState) error {
 			delete(k.exports, key)
 		}
 	}
-	junctions := make([]string, 0, len(k.binds))
-	for j := range k.binds {
-		junctions = append(junctions, j)
-	}
-	sort.Slice(junctions, func(a, b int) bool { return len(junctions[a]) > len(junctions[b]) }) // deepest first
+	junctions := deepestFirst(k.binds)
 	for _, j := range junctions {
 		src, ok := want.binds[j]
 		if ok && (k.binds[j] == src || k.binds[j] == "" && sameFile(src, k.nfsRoot+j)) {
@@ -104,6 +100,47 @@ func (k *kernelPlane) applyNFS(want kernelState) error {
 	return errors.Join(errs...)
 }
 
+// releaseKernelDir unexports and unbinds the junctions bind-mounted from
+// dir or below it, before dir is removed or renamed: a bind of a qtree's
+// directory has its mount point on that same directory (the volume's bind
+// shares its dentries), and rmdir or rename of a mount point fails with
+// EBUSY. The next sync binds and exports what the model still holds.
+// Called with mu held.
+func (s *Simulator) releaseKernelDir(dir string) error {
+	k := s.kernel
+	if k == nil {
+		return nil
+	}
+	var errs []error
+	for j, src := range k.binds {
+		if src != dir && !strings.HasPrefix(src, dir+"/") {
+			continue
+		}
+		for key := range k.exports {
+			if _, path, _ := strings.Cut(key, ":"); path == j || strings.HasPrefix(path, j+"/") {
+				errs = append(errs, k.run("-u", key))
+				delete(k.exports, key)
+			}
+		}
+	}
+	for _, j := range deepestFirst(k.binds) {
+		if src := k.binds[j]; src == dir || strings.HasPrefix(src, dir+"/") {
+			errs = append(errs, k.unbind(j))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deepestFirst lists binds' junctions, the deepest first.
+func deepestFirst(binds map[string]string) []string {
+	junctions := make([]string, 0, len(binds))
+	for j := range binds {
+		junctions = append(junctions, j)
+	}
+	sort.Slice(junctions, func(a, b int) bool { return len(junctions[a]) > len(junctions[b]) })
+	return junctions
+}
+
 // unbind unmounts a junction (lazily if nfsd still holds it) and removes
 // its mount point.
 func (k *kernelPlane) unbind(j string) error {
@@ -116,13 +153,25 @@ func (k *kernelPlane) unbind(j string) error {
 		return fmt.Errorf("unmount %s: %w", mp, err)
 	}
 	delete(k.binds, j)
-	// Empty parents up to NFSRoot go too.
-	for d := mp; d != k.nfsRoot && strings.HasPrefix(d, k.nfsRoot+"/"); d = filepath.Dir(d) {
+	// Empty parents up to NFSRoot go too, but not a directory inside
+	// another bind (a qtree's mount point is the qtree itself).
+	for d := mp; d != k.nfsRoot && strings.HasPrefix(d, k.nfsRoot+"/") && !k.insideBind(d); d = filepath.Dir(d) {
 		if os.Remove(d) != nil {
 			break
 		}
 	}
 	return nil
+}
+
+// insideBind reports whether path lies in a bound junction's tree (or is
+// one).
+func (k *kernelPlane) insideBind(path string) bool {
+	for j := range k.binds {
+		if mp := k.nfsRoot + j; path == mp || strings.HasPrefix(path, mp+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (k *kernelPlane) run(args ...string) error {

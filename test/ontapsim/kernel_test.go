@@ -2,6 +2,7 @@ package ontapsim
 
 import (
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -149,5 +150,141 @@ func TestParseFileioInfo(t *testing.T) {
 		"        TCM FILEIO ID: 0        File: /var/lib/sim/luns/x.img  Size: 134217728  Mode: O_DSYNC Async: 0\n"
 	if got := parseFileioInfo(info); got != (lioBackstore{File: "/var/lib/sim/luns/x.img", Size: 134217728}) {
 		t.Fatalf("parseFileioInfo: %+v", got)
+	}
+}
+
+// TestKernelDesiredQtrees: as ontap-nas-economy uses them, each qtree is
+// bound and exported at "<junction>/<qtree>" by the policy in force on it,
+// with an fsid of its own; a volume whose qtrees have policies of their own
+// is not exported itself (nfsd would let its clients below a qtree that
+// refuses them). Rules changed and qtrees renamed or deleted follow.
+func TestKernelDesiredQtrees(t *testing.T) {
+	a := newTestSim(t, Config{})
+	s := a.sim
+	const node = "127.0.0.20"
+	pool, err := s.CreateExportPolicy("pool", ExportRule{Index: 1, Clients: []string{node}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateExportPolicy("qa", ExportRule{Index: 1, Clients: []string{node}, RWRule: []string{"never"}, Superuser: []string{"none"}}); err != nil {
+		t.Fatal(err)
+	}
+	empty, err := s.CreateExportPolicy("empty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s.CreateVolume(VolumeSpec{Name: "pool1", Size: 1 << 30, ExportPolicy: pool.Name, JunctionPath: "/pool1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct{ name, policy string }{{"qa", "qa"}, {"qb", "empty"}, {"qc", ""}} {
+		if err := s.CreateQtree("pool1", q.name, q.policy, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids, dirs := map[string]int{}, map[string]string{}
+	for _, q := range s.Qtrees() {
+		ids[q.Name], dirs[q.Name] = q.ID, q.Directory
+	}
+	opts := func(access string, id int) string {
+		return access + ",anonuid=65534,insecure,no_subtree_check,sec=sys,fsid=" + qtreeFSID(v.UUID, id)
+	}
+	st := desired(t, s)
+	wantBinds := map[string]string{"/pool1": v.Directory}
+	for name, dir := range dirs {
+		wantBinds["/pool1/"+name] = dir
+	}
+	if !reflect.DeepEqual(st.binds, wantBinds) {
+		t.Fatalf("binds\n got %v\nwant %v", st.binds, wantBinds)
+	}
+	want := map[string]string{
+		node + ":/pool1/qa": opts("ro,root_squash", ids["qa"]),
+		node + ":/pool1/qc": opts("rw,no_root_squash", ids["qc"]), // the volume's policy
+	}
+	if !reflect.DeepEqual(st.exports, want) {
+		t.Fatalf("exports\n got %v\nwant %v", st.exports, want)
+	}
+	if qtreeFSID(v.UUID, ids["qa"]) == qtreeFSID(v.UUID, ids["qc"]) || qtreeFSID(v.UUID, 1) == v.UUID {
+		t.Fatal("qtree fsids are not distinct")
+	}
+
+	// A rule for the node in qb's policy exports qb to it.
+	a.must(201, "POST", "/api/protocols/nfs/export-policies/"+itoa64(empty.ID)+"/rules", map[string]any{
+		"clients": []any{map[string]any{"match": node}}, "ro_rule": []any{"sys"}, "rw_rule": []any{"sys"}, "superuser": []any{"sys"}})
+	want[node+":/pool1/qb"] = opts("rw,no_root_squash", ids["qb"])
+	if st = desired(t, s); !reflect.DeepEqual(st.exports, want) {
+		t.Fatalf("exports after a rule for qb\n got %v\nwant %v", st.exports, want)
+	}
+
+	// Deleted qtrees go; with only qc (the volume's policy) left, the
+	// volume is exported too.
+	for _, name := range []string{"qa", "qb"} {
+		a.do("DELETE", "/api/storage/qtrees/"+v.UUID+"/"+strconv.Itoa(ids[name])+"?return_timeout=30", nil)
+	}
+	if qs := s.Qtrees(); len(qs) != 1 {
+		t.Fatalf("qtrees left: %+v", qs)
+	}
+	st = desired(t, s)
+	want = map[string]string{
+		node + ":/pool1/qc": opts("rw,no_root_squash", ids["qc"]),
+		node + ":/pool1":    "rw,no_root_squash,anonuid=65534,insecure,no_subtree_check,sec=sys,fsid=" + v.UUID,
+	}
+	if !reflect.DeepEqual(st.exports, want) || len(st.binds) != 2 {
+		t.Fatalf("exports after deleting qa and qb\n got %v\nwant %v (binds %v)", st.exports, want, st.binds)
+	}
+}
+
+// TestKernelDesiredLUNsOfOnePool: LUNs sharing a FlexVol, as
+// ontap-san-economy's pools hold them, and a LUN clone there are LIO LUNs
+// each, as ontap-san's, at the LUN IDs of their maps.
+func TestKernelDesiredLUNsOfOnePool(t *testing.T) {
+	a := newTestSim(t, Config{})
+	s := a.sim
+	const ini = "iqn.2005-03.org.open-iscsi:node-1"
+	if _, err := s.CreateVolume(VolumeSpec{Name: "pool", Size: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateIGroup("g1", "", "", ini); err != nil {
+		t.Fatal(err)
+	}
+	var luns []LUNInfo
+	for _, name := range []string{"a", "b"} {
+		l, err := s.CreateLUN(LUNSpec{Path: "/vol/pool/" + name, Size: 64 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		luns = append(luns, l)
+	}
+	a.must(201, "POST", "/api/storage/luns?return_timeout=30", map[string]any{"svm": map[string]any{"name": s.Info().SVM},
+		"name": "/vol/pool/a_clone", "clone": map[string]any{"source": map[string]any{"name": "/vol/pool/a"}}})
+	for _, l := range s.LUNs() {
+		if l.Path == "/vol/pool/a_clone" {
+			luns = append(luns, l)
+		}
+	}
+	if len(luns) != 3 {
+		t.Fatalf("LUNs %+v", s.LUNs())
+	}
+	want := map[int]string{}
+	for _, l := range luns {
+		id, err := s.MapLUN(l.Path, "g1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = l.UUID
+	}
+	st := desired(t, s)
+	if len(st.backstores) != 3 {
+		t.Fatalf("backstores %+v, want one per LUN", st.backstores)
+	}
+	for _, l := range luns {
+		if b := st.backstores[l.UUID]; b.File != l.File || b.Serial != l.Serial {
+			t.Fatalf("backstore of %s: %+v", l.Path, b)
+		}
+	}
+	for tag, tpg := range st.targets[s.Info().TargetIQN].TPGs {
+		if !reflect.DeepEqual(tpg.ACLs[ini].LUNs, want) || len(tpg.LUNs) != 3 {
+			t.Fatalf("TPG %d: ACL LUNs %v, want %v", tag, tpg.ACLs[ini].LUNs, want)
+		}
 	}
 }

@@ -112,6 +112,9 @@ func (s *Simulator) unmountQtree(q *qtreeState) error {
 // moveQtreeDir renames q's directory to name, moving its mount with it.
 func (s *Simulator) moveQtreeDir(q *qtreeState, name string) error {
 	from, to := s.qtreeDir(q), filepath.Join(s.volumeDir(q.Volume), name)
+	if err := s.releaseKernelDir(from); err != nil {
+		return err
+	}
 	size, mounted := s.qtreeMounts[from]
 	if !mounted {
 		return os.Rename(from, to)

@@ -493,6 +493,9 @@ func (s *Simulator) deleteQtree(c *call) (*reply, *apiError) {
 // destroyQtree deletes a qtree, its data and its quota rules. Called with
 // mu held.
 func (s *Simulator) destroyQtree(q *qtreeState) *apiError {
+	if err := s.releaseKernelDir(s.qtreeDir(q)); err != nil {
+		return newError(http.StatusInternalServerError, codeQtreeCreateFailed, "", "Failed to delete qtree: %v", err)
+	}
 	if err := s.unmountQtree(q); err != nil {
 		return newError(http.StatusInternalServerError, codeQtreeCreateFailed, "", "Failed to delete qtree: %v", err)
 	}
@@ -512,6 +515,7 @@ func (s *Simulator) destroyQtree(q *qtreeState) *apiError {
 // being deleted, and unmounts their file systems. Called with mu held.
 func (s *Simulator) dropQtreesOf(v *volumeState) {
 	for _, q := range s.m.qtreesOf(v.UUID) {
+		_ = s.releaseKernelDir(s.qtreeDir(q)) // the sync that follows retries
 		_ = s.unmountQtree(q)
 		delete(s.m.Qtrees, qtreeKey(q.Volume, q.ID))
 	}

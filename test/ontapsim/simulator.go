@@ -207,7 +207,9 @@ func (s *Simulator) Close() error {
 		}
 		s.jobWG.Wait()
 		s.mu.Lock()
-		s.closeErr = errors.Join(s.closeQtreeFS(), s.saveLocked(), s.closeKernelLocked())
+		// The kernel first: its binds of qtree directories would keep
+		// closeQtreeFS from replacing them (EBUSY).
+		s.closeErr = errors.Join(s.closeKernelLocked(), s.closeQtreeFS(), s.saveLocked())
 		s.mu.Unlock()
 		if s.tempDir {
 			if err := os.RemoveAll(s.dataDir); err != nil && s.closeErr == nil {

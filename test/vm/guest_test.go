@@ -77,7 +77,7 @@ func guestBinaries(t *testing.T) map[string]string {
 // The e2e tests (test/e2e) that run on the real kernel: the data path
 // with no shims; the crash tests; the faults only a real kernel shows.
 const (
-	e2eTests   = "^(TestNFSEndToEnd|TestNFSExportPolicyDenies|TestMaliciousRequests|TestISCSIEndToEnd|TestISCSIRawBlock|TestISCSICHAP|TestTridentNFSStateIsAdopted|TestTridentISCSIStateIsAdopted)$"
+	e2eTests   = "^(TestNFSEndToEnd|TestNFSExportPolicyDenies|TestMaliciousRequests|TestISCSIEndToEnd|TestISCSIRawBlock|TestISCSICHAP|TestTridentNFSStateIsAdopted|TestTridentISCSIStateIsAdopted|TestNASEconomyEndToEnd|TestNASEconomyNFSVersions|TestSANEconomyEndToEnd)$"
 	crashTests = "^TestCrashDuringISCSIStageAndUnstage$"
 	faultTests = "^(TestPathLostAndRestoredDuringIO|TestLUNUnmappedWhileStaged|TestGhostMapIsRemoved|TestNFSServerStoppedWhileMounted|TestMultipathMapLateOrNever|TestISCSIPathGrace)$"
 )
