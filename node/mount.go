@@ -149,11 +149,15 @@ func (m *mounter) unmount(ctx context.Context, path string) error {
 		if ctx.Err() != nil {
 			return err
 		}
+		// Gone all the same: another unmount raced with ours, or a slow
+		// umount was timed out after all but finished (killing umount does
+		// not stop its umount.nfs helper: a real kernel showed it, with 20
+		// NFS unmounts at once on a busy node).
+		if still, _ := m.isMountPoint(path); !still {
+			continue
+		}
 		// A timed-out umount means a hung server; stat would hang too.
 		if !isTimeout(err) && !m.corrupted(ctx, path) {
-			if still, _ := m.isMountPoint(path); !still {
-				return nil // raced with another unmount
-			}
 			return fmt.Errorf("unmount %s: %w", path, err)
 		}
 		logrus.WithContext(ctx).WithField("path", path).WithError(err).Warn("mount is corrupted; unmounting with force")
@@ -162,7 +166,9 @@ func (m *mounter) unmount(ctx context.Context, path string) error {
 		cancel()
 		if ferr != nil {
 			if _, lerr := m.exec.Run(ctx, "umount", "-l", path); lerr != nil {
-				return fmt.Errorf("unmount corrupted mount %s: %w", path, lerr)
+				if still, _ := m.isMountPoint(path); still {
+					return fmt.Errorf("unmount corrupted mount %s: %w", path, lerr)
+				}
 			}
 		}
 	}

@@ -2,7 +2,8 @@
 # make bench: runs every benchmark of ontap-csi and writes docs/benchmarks.md.
 # Each figure is reported next to a baseline measured in the same run on the
 # same machine (a ratio), because the machines are noisy. Needs root (the
-# node benchmarks mount and attach loop devices). Takes about 30–45 minutes.
+# node benchmarks mount and attach loop devices; the real-kernel one boots the
+# VM of test/vm). Takes about 45–60 minutes.
 #
 #   test/bench/run.sh [output.md]     (default docs/benchmarks.md)
 set -euo pipefail
@@ -44,7 +45,7 @@ run() {
 
 # shown CMD...: CMD as the doc shows it, without this run's temp paths.
 shown() {
-	echo "$*" | sed -E 's/ -bench-out=[^ ]+//; s/ONTAP_CSI_BENCH_OUT=[^ ]+ //'
+	echo "$*" | sed -E 's/ -bench-out=[^ ]+//; s/ONTAP_CSI_BENCH_OUT=[^ ]+ //; s#ONTAP_CSI_VM_BIN=[^ ]+#ONTAP_CSI_VM_BIN=bin/vm#'
 }
 
 # run_md TITLE INTRO FILE CMD...: as run, for benchmarks that write their own
@@ -107,6 +108,12 @@ run_md "Node data path (issue 6)" \
 "NodeStage+NodePublish (up) and NodeUnpublish+NodeUnstage (down) of ontap-csi --csi_role=node against the raw commands they wrap (mkfs + mount + bind mount; mount -t nfs; umount), timed in the same run, at concurrency 1 and 50, and the process's memory (VmRSS) idle and with 100 volumes." \
 "$work/node.md" \
 env ONTAP_CSI_BENCH=1 ONTAP_CSI_BENCH_OUT="$work/node.md" go test -count=1 -timeout 60m -run TestNodeBenchmark -v ./test/e2e/
+
+make -s vm-bin >&2
+run_md "Node data path on a real kernel (issue 16)" \
+"The node benchmark in the VM of test/vm (docs/vm.md): real iscsiadm, udev, dm-multipath and NFS client against the simulator's kernel data plane (LIO, nfsd), the plugin against the same work done by hand on the same kernel, at concurrency 1 and 20." \
+"$work/node-vm.md" \
+env ONTAP_CSI_VM=1 ONTAP_CSI_VM_BIN="$PWD/bin/vm" ONTAP_CSI_VM_STEPS='^bench$' ONTAP_CSI_BENCH=1 ONTAP_CSI_BENCH_OUT="$work/node-vm.md" go test -count=1 -timeout 80m -run '^TestGuest$' -v ./test/vm/
 
 run "ontap-nas-economy at scale (issue 22)" \
 "2,000 ontap-nas-economy volumes created by 100 parallel workers through the in-process controller, then deleted, on the simulator with realistic latency and qtreesPerFlexvol 200 (test/sanity/economy_scale_test.go). *Pools* must be exactly 10 and none left after the deletes; *sum of calls / injected* is the workers' summed call time over the latency the simulator injected (above 1: waiting for the client's 20 concurrent ONTAP requests and for pools being made or resized)." "" \

@@ -42,6 +42,10 @@ func TestNodeBenchmark(t *testing.T) {
 	if os.Getenv("ONTAP_CSI_BENCH") == "" {
 		t.Skip("benchmark: set ONTAP_CSI_BENCH=1 (make bench)")
 	}
+	if plugintest.RealKernel() {
+		writeBenchMarkdown(t, nodeBenchmarkRealKernel(t))
+		return
+	}
 	r := newRig(t, rigOptions{iscsi: true})
 	// The node role: the process every node runs (the DaemonSet's).
 	p := r.startPlugin(pluginOptions{role: "node", args: []string{"--log_level=info"}})
@@ -55,7 +59,7 @@ func TestNodeBenchmark(t *testing.T) {
 			if conc > 1 {
 				n = conc
 			}
-			rows = append(rows, r.benchPlugin(t, p, proto, conc, n))
+			rows = append(rows, r.benchPlugin(t, p, proto, conc, n, ""))
 			rows = append(rows, r.benchRaw(t, proto, conc, n))
 		}
 	}
@@ -73,9 +77,19 @@ func TestNodeBenchmark(t *testing.T) {
 	busyRSS := rssKiB(t, p.Pid())
 	runConcurrently(t, len(vols), 10, func(i int) { r.nodeDown(t, p, vols[i].id) })
 
-	md := benchMarkdown(rows, idleRSS, busyRSS)
+	writeBenchMarkdown(t, benchMarkdown(rows, idleRSS, busyRSS))
+}
+
+// writeBenchMarkdown logs the report and writes it to
+// $ONTAP_CSI_BENCH_OUT, else, in the VM of test/vm, to bench.md in the
+// step's output directory ($ONTAP_CSI_VM_OUT), which the host reads.
+func writeBenchMarkdown(t *testing.T, md string) {
 	t.Log("\n" + md)
-	if out := os.Getenv("ONTAP_CSI_BENCH_OUT"); out != "" {
+	out := os.Getenv("ONTAP_CSI_BENCH_OUT")
+	if dir := os.Getenv("ONTAP_CSI_VM_OUT"); out == "" && dir != "" {
+		out = filepath.Join(dir, "bench.md")
+	}
+	if out != "" {
 		if err := os.WriteFile(out, []byte(md), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -88,13 +102,14 @@ type benchRow struct {
 	up, down   []time.Duration
 }
 
-// benchPlugin times n volumes through the plugin, conc at a time.
-func (r *rig) benchPlugin(t *testing.T, p *plugintest.Plugin, proto string, conc, n int) benchRow {
+// benchPlugin times n volumes through the plugin, conc at a time; tag
+// keeps the volumes of repeated runs apart.
+func (r *rig) benchPlugin(t *testing.T, p *plugintest.Plugin, proto string, conc, n int, tag string) benchRow {
 	t.Helper()
 	ids := make([]string, n)
 	ctxs := make([]map[string]string, n)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("pvc-bench-%s-%d-%03d", proto, conc, i)
+		ids[i] = fmt.Sprintf("pvc-bench-%s-%d%s-%03d", proto, conc, tag, i)
 		if proto == "nfs" {
 			ctxs[i] = r.makeNFSVolume(ids[i], nfsClientIP).context
 		} else {

@@ -1,6 +1,7 @@
 package ontapsim
 
 import (
+	"fmt"
 	"reflect"
 	"strconv"
 	"testing"
@@ -286,5 +287,38 @@ func TestKernelDesiredLUNsOfOnePool(t *testing.T) {
 		if !reflect.DeepEqual(tpg.ACLs[ini].LUNs, want) || len(tpg.LUNs) != 3 {
 			t.Fatalf("TPG %d: ACL LUNs %v, want %v", tag, tpg.ACLs[ini].LUNs, want)
 		}
+	}
+}
+
+func TestLIOWWIDDigits(t *testing.T) {
+	for _, c := range []struct{ serial, want string }{
+		{"8fKbmExG68hu", "8fbe68"},
+		{"8FkBMexg68HU", "8fbe68"}, // case folded: the same WWID
+		{"8ab0", "8ab"},            // trailing zeros are the padding
+		{"8xyz", "8"},
+		{"8abcdefabcdefabcdefabcdef0123", "8abcdefabcdefabcdefabcdef"}, // 25 digits at most
+	} {
+		if got := lioWWIDDigits(c.serial); got != c.want {
+			t.Errorf("lioWWIDDigits(%q) = %q, want %q", c.serial, got, c.want)
+		}
+	}
+}
+
+// With the kernel data plane no two LUNs get serials LIO would give the
+// same WWID (one multipath map for both on the node).
+func TestNewSerialHasAWWIDOfItsOwnOnTheKernel(t *testing.T) {
+	s := newTestSim(t, Config{}).sim
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kernel = &kernelPlane{} // newSerial only asks whether there is one
+	defer func() { s.kernel = nil }()
+	seen := map[string]string{}
+	for i := range 3000 {
+		serial := s.newSerial()
+		if other, ok := seen[lioWWIDDigits(serial)]; ok {
+			t.Fatalf("serials %s and %s have the same LIO WWID", other, serial)
+		}
+		seen[lioWWIDDigits(serial)] = serial
+		s.m.LUNs[fmt.Sprint("lun-", i)] = &lunState{Serial: serial}
 	}
 }

@@ -95,7 +95,10 @@ func checkLUNInVolume(size int64, v *volumeState) *apiError {
 const serialChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-"
 
 // newSerial returns a 12-character serial unique in the cluster, starting
-// with '8' as NetApp serials usually do (docs/design/ontap-rest.md §4.1). Called with mu held.
+// with '8' as NetApp serials usually do (docs/design/ontap-rest.md §4.1).
+// With the kernel data plane it also gives the LUN a WWID of its own: LIO
+// derives the WWID from the serial's hex digits only, and two LUNs with the
+// same WWID would be one multipath map on the node. Called with mu held.
 func (s *Simulator) newSerial() string {
 	for {
 		b := []byte("8")
@@ -107,7 +110,7 @@ func (s *Simulator) newSerial() string {
 		serial := string(b)
 		unique := true
 		for _, l := range s.m.LUNs {
-			if l.Serial == serial {
+			if l.Serial == serial || s.kernel != nil && lioWWIDDigits(l.Serial) == lioWWIDDigits(serial) {
 				unique = false
 			}
 		}
@@ -115,6 +118,19 @@ func (s *Simulator) newSerial() string {
 			return serial
 		}
 	}
+}
+
+// lioWWIDDigits is what of a unit serial LIO's WWID (NAA 6, "36001405…")
+// holds: its hex digits, case folded, the first 25 of them, the rest of
+// the identifier zeros (so trailing zeros do not tell serials apart).
+func lioWWIDDigits(serial string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(serial) {
+		if b.Len() < 25 && (c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			b.WriteRune(c)
+		}
+	}
+	return strings.TrimRight(b.String(), "0")
 }
 
 func (s *Simulator) renderLUN(u *usage, l *lunState) map[string]any {

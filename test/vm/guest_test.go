@@ -79,6 +79,7 @@ func guestBinaries(t *testing.T) map[string]string {
 const (
 	e2eTests   = "^(TestNFSEndToEnd|TestNFSExportPolicyDenies|TestMaliciousRequests|TestISCSIEndToEnd|TestISCSIRawBlock|TestISCSICHAP|TestTridentNFSStateIsAdopted|TestTridentISCSIStateIsAdopted|TestNASEconomyEndToEnd|TestNASEconomyNFSVersions|TestSANEconomyEndToEnd)$"
 	crashTests = "^TestCrashDuringISCSIStageAndUnstage$"
+	benchTests = "^TestNodeBenchmark$"
 	faultTests = "^(TestPathLostAndRestoredDuringIO|TestLUNUnmappedWhileStaged|TestGhostMapIsRemoved|TestNFSServerStoppedWhileMounted|TestMultipathMapLateOrNever|TestISCSIPathGrace)$"
 )
 
@@ -98,7 +99,7 @@ func guestSteps() []guestStep {
 	}
 	// The plugintest suites (test/e2e, test/sanity) on the real kernel.
 	realKernel := []string{"ONTAP_CSI_REAL_KERNEL=1", "ONTAP_CSI_E2E_BIN=/host/in"}
-	return []guestStep{
+	steps := []guestStep{
 		{Step{Name: "kernel", Command: []string{"uname", "-r"}}, checkKernel},
 		{Step{Name: "lio-multipath", Command: []string{"/bin/bash", "/host/in/lio-multipath.sh"}}, checkScript},
 		{Step{Name: "guest", Command: goTest("guest.test", "", 20*time.Minute)}, checkGoTest},
@@ -107,6 +108,29 @@ func guestSteps() []guestStep {
 		{Step{Name: "e2e", Command: goTest("e2e.test", e2eTests, 30*time.Minute), Env: realKernel}, checkGoTest},
 		{Step{Name: "crash", Command: goTest("e2e.test", crashTests, 30*time.Minute), Env: realKernel}, checkCrash},
 		{Step{Name: "faults", Command: goTest("e2e.test", faultTests, 30*time.Minute), Env: realKernel}, checkGoTest},
+	}
+	// The node benchmark on the real kernel, only when asked (make bench:
+	// ONTAP_CSI_BENCH=1 ONTAP_CSI_VM_STEPS=^bench$).
+	if os.Getenv("ONTAP_CSI_BENCH") != "" {
+		steps = append(steps, guestStep{Step{Name: "bench", Command: goTest("e2e.test", benchTests, 60*time.Minute),
+			Env: append(realKernel, "ONTAP_CSI_BENCH=1")}, checkBench})
+	}
+	return steps
+}
+
+// checkBench passes the benchmark's report (bench.md in the step's
+// output) on to $ONTAP_CSI_BENCH_OUT on the host.
+func checkBench(t *testing.T, r StepResult) {
+	checkGoTest(t, r)
+	md, err := os.ReadFile(filepath.Join(r.OutDir, "bench.md"))
+	if err != nil {
+		t.Fatalf("no report from the benchmark: %v", err)
+	}
+	t.Log("\n" + string(md))
+	if out := os.Getenv("ONTAP_CSI_BENCH_OUT"); out != "" {
+		if err := os.WriteFile(out, md, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
