@@ -89,34 +89,32 @@ func boundClaims(ctx context.Context, s *suite, ns string) (int, error) {
 	return n, nil
 }
 
-// checkOneVolumePerClaim compares the ONTAP volumes made for PVs with the
-// PVs: every PV has its volume, and no volume is left without a PV.
+// checkOneVolumePerClaim compares the claims of a namespace with ONTAP:
+// every claim has exactly the volume named after its PV, and no volume is
+// named after one of the claims without being its PV. Other scenarios'
+// volumes, created and deleted at the same time, are not looked at.
 func (s *suite) checkOneVolumePerClaim(ctx context.Context, ns string) error {
-	pvs, err := s.cluster.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	claims, err := s.cluster.Client.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
-	}
-	want := map[string]bool{}
-	for _, pv := range pvs.Items {
-		want["volume "+ontapVolume(pv.Name)] = true
 	}
 	objs, err := s.ontap.objects(ctx)
 	if err != nil {
 		return err
 	}
-	var orphans, missing []string
-	for _, l := range objs.with("volume e2e_pvc_") {
-		if !want[l] {
-			orphans = append(orphans, l)
+	var problems []string
+	for _, c := range claims.Items {
+		// The provisioner names the PV, and so the volume, after the claim.
+		uid := strings.ReplaceAll(string(c.UID), "-", "_")
+		vols := objs.with("volume e2e_pvc_" + uid)
+		want := "volume " + ontapVolume(c.Spec.VolumeName)
+		if len(vols) != 1 || vols[0] != want {
+			problems = append(problems, fmt.Sprintf("claim %s (PV %s): ONTAP volumes %v", c.Name, c.Spec.VolumeName, vols))
 		}
-		delete(want, l)
 	}
-	for l := range want {
-		missing = append(missing, l)
-	}
-	sort.Strings(missing)
-	if len(orphans)+len(missing) > 0 {
-		return fmt.Errorf("ONTAP volumes without a PV %v; PVs without an ONTAP volume %v", orphans, missing)
+	sort.Strings(problems)
+	if len(problems) > 0 {
+		return fmt.Errorf("not one volume per claim: %s", strings.Join(problems, "; "))
 	}
 	return nil
 }

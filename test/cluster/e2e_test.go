@@ -138,7 +138,7 @@ func startCluster(ctx context.Context, t *testing.T, a artifacts) *localcluster.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("E2E_ARTIFACTS") != "" {
 			keepArtifacts(t, c)
 		}
 		rep, err := c.Teardown()
@@ -198,7 +198,8 @@ func reportCommand() string {
 }
 
 // keepArtifacts copies the daemons' and containers' logs out of the root
-// before teardown removes it.
+// before teardown removes it: when the test failed, or always when
+// $E2E_ARTIFACTS names where.
 func keepArtifacts(t *testing.T, c *localcluster.Cluster) {
 	dir := os.Getenv("E2E_ARTIFACTS")
 	if dir == "" {

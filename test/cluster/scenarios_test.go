@@ -65,6 +65,7 @@ var scenarios = []scenario{
 	{name: "3-iscsi-moves-node", title: "an iSCSI ReadWriteOnce volume whose pod moves to the other node", namespace: "s3", group: "storage", run: iscsiMovesNode},
 	{name: "4-snapshot-restore-clone", title: "VolumeSnapshot, restore into a new claim, clone from a claim", namespace: "s4", group: "storage", run: snapshotRestoreClone},
 	{name: "5-online-expansion", title: "PVC expansion with its pod running (iSCSI, xfs)", namespace: "s5", group: "storage", run: onlineExpansion},
+	{name: "6-controller-failover", title: "2 controller replicas; the provisioning leader killed while 20 claims are provisioned", namespace: "s6", group: "storage", run: controllerFailover},
 	{name: "7.1-rolling-update", title: "node DaemonSet image change, RollingUpdate maxSurge 1", run: rollingUpdate},
 	{name: "7.2a-recreate-old-terminating", title: "kubectl delete ds, immediate re-create while the old pods terminate", run: recreate(false, false)},
 	{name: "7.2b-recreate-old-gone", title: "kubectl delete ds, old pods gone, then re-create", run: recreate(true, false)},
@@ -72,7 +73,6 @@ var scenarios = []scenario{
 	{name: "7.2d-legacy-recreate-old-gone", title: "as 7.2b, old pods with a legacy registrar sidecar", run: recreate(true, true)},
 	{name: "7.3-sigkill", title: "every node plugin container SIGKILLed by the runtime", run: sigkill},
 	{name: "7.4-kubelet-restart-mid-rollout", title: "every kubelet restarted during a rolling update", run: kubeletRestart},
-	{name: "6-controller-failover", title: "2 controller replicas; the provisioning leader killed while 20 claims are provisioned", namespace: "s6", run: controllerFailover},
 	{name: "7.5-control-deregister", title: "control: `ontap-csi deregister` (uninstall path) on every node must show as a gap", control: true, run: deregisterControl},
 	{name: "8-node-drained-deleted", title: "a node drained and deleted: its igroup and export rules go once nothing uses them", namespace: "s8", run: drainAndDelete},
 }
@@ -173,8 +173,8 @@ func (s *suite) waitRegistered(ctx context.Context, timeout time.Duration) error
 
 // steady waits for the state every scenario starts and ends in, as far as
 // the suite has got: the DaemonSet rolled out and the driver in every
-// node's CSINode once ontap-csi is installed, every keeper Ready once the
-// workload runs.
+// node's CSINode once ontap-csi is installed, every keeper (NFS and iSCSI)
+// Ready once the workload runs.
 func (s *suite) steady(ctx context.Context) error {
 	installed, err := s.ds.exists(ctx)
 	if err != nil || !installed {
@@ -191,9 +191,11 @@ func (s *suite) steady(ctx context.Context) error {
 			if w.isStopped() {
 				continue
 			}
-			p, err := s.cluster.Client.CoreV1().Pods(workloadNS).Get(ctx, w.keeperPod(), metav1.GetOptions{})
-			if err != nil || !podReady(p) {
-				return false, fmt.Sprintf("keeper %s not Ready (%v)", w.keeperPod(), err), nil
+			for _, name := range []string{w.keeperPod(), w.iscsiKeeper()} {
+				p, err := s.cluster.Client.CoreV1().Pods(workloadNS).Get(ctx, name, metav1.GetOptions{})
+				if err != nil || !podReady(p) {
+					return false, fmt.Sprintf("keeper %s not Ready (%v)", name, err), nil
+				}
 			}
 		}
 		return true, "", nil
@@ -201,7 +203,7 @@ func (s *suite) steady(ctx context.Context) error {
 }
 
 // settleTime lets late kubelet retries and events land in the window.
-const settleTime = 5 * time.Second
+const settleTime = 3 * time.Second
 
 func (s *suite) run(ctx context.Context, t *testing.T, sc scenario) {
 	r := &scenarioRun{scenario: sc, from: time.Now()}
@@ -257,6 +259,7 @@ func (s *suite) judge(ctx context.Context, r *scenarioRun, to time.Time, runErr 
 			res.Problems = append(res.Problems, w.node.Name+" keeper data: "+err.Error())
 		}
 		res.Problems = append(res.Problems, keeper.Problems...)
+		res.Problems = append(res.Problems, w.checkISCSIKeeper(ctx)...)
 		if keeper.LastWrite.Before(to.Add(-10 * time.Second)) {
 			res.Problems = append(res.Problems, fmt.Sprintf("%s keeper's last journal write was at %s", w.node.Name, keeper.LastWrite.Format(time.RFC3339Nano)))
 		}

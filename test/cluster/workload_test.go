@@ -33,7 +33,11 @@ const workloadNS = "e2e-workload"
 // keeps its volume mounted and written for the whole test (the keeper), and
 // a pod created and deleted over and over on a second volume (the churn),
 // so that kubelet stages, publishes, unpublishes and unstages all the time.
-// Both volumes are provisioned from deploy/examples' ontap-nas class.
+// Both volumes are provisioned from deploy/examples' ontap-nas class. A
+// second keeper writes to an iSCSI volume (ontap-san-ext4), so that every
+// rollout also hands over a node with a LUN staged and in use; its data is
+// checked by the keeper itself (it exits on any failed write, a changed
+// device or a missing seed), which shows as a restart.
 type workload struct {
 	client kubernetes.Interface
 	obs    *observer
@@ -49,6 +53,7 @@ type workload struct {
 func (w *workload) keeperPod() string   { return "keeper-" + w.node.Name }
 func (w *workload) keeperClaim() string { return "keeper-" + w.node.Name }
 func (w *workload) churnClaim() string  { return "churn-" + w.node.Name }
+func (w *workload) iscsiKeeper() string { return "iscsi-keeper-" + w.node.Name }
 
 // churnCycle is one create → Running → delete → gone of a churn pod.
 type churnCycle struct {
@@ -77,14 +82,20 @@ func claim(ns, name, class string, mode corev1.PersistentVolumeAccessMode, size 
 // start provisions the node's two volumes, starts the keeper and then the
 // churn, and waits for one full churn cycle, which proves the data path.
 func (w *workload) start(ctx context.Context) error {
-	for _, name := range []string{w.keeperClaim(), w.churnClaim()} {
-		if _, err := w.client.CoreV1().PersistentVolumeClaims(workloadNS).Create(ctx,
-			claim(workloadNS, name, nasClass, corev1.ReadWriteMany, "1Gi"), metav1.CreateOptions{}); err != nil {
+	claims := []*corev1.PersistentVolumeClaim{
+		claim(workloadNS, w.keeperClaim(), nasClass, corev1.ReadWriteMany, "1Gi"),
+		claim(workloadNS, w.churnClaim(), nasClass, corev1.ReadWriteMany, "1Gi"),
+		claim(workloadNS, w.iscsiKeeper(), sanClass, corev1.ReadWriteOnce, "1Gi"),
+	}
+	for _, c := range claims {
+		if _, err := w.client.CoreV1().PersistentVolumeClaims(workloadNS).Create(ctx, c, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
-	if err := w.startKeeper(ctx); err != nil {
-		return err
+	for _, k := range [][2]string{{w.keeperPod(), w.keeperClaim()}, {w.iscsiKeeper(), w.iscsiKeeper()}} {
+		if err := w.startKeeper(ctx, k[0], k[1]); err != nil {
+			return err
+		}
 	}
 	go w.churn(ctx)
 	return pollUntil(ctx, 5*time.Minute, func() (bool, string, error) {
@@ -124,13 +135,32 @@ func workloadPod(ns, name, node, claim string, args ...string) *corev1.Pod {
 	}
 }
 
-// startKeeper creates the keeper pod and waits until it runs.
-func (w *workload) startKeeper(ctx context.Context) error {
-	p := workloadPod(workloadNS, w.keeperPod(), w.node.Name, w.keeperClaim(), "keep", "--dir=/data", "--interval=200ms")
+// startKeeper creates a keeper pod and waits until it runs.
+func (w *workload) startKeeper(ctx context.Context, name, claimName string) error {
+	p := workloadPod(workloadNS, name, w.node.Name, claimName, "keep", "--dir=/data", "--interval=200ms")
 	if _, err := w.client.CoreV1().Pods(workloadNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	return waitPod(ctx, w.client, workloadNS, w.keeperPod(), 5*time.Minute, podReady)
+	return waitPod(ctx, w.client, workloadNS, name, 5*time.Minute, podReady)
+}
+
+// checkISCSIKeeper reports the iSCSI keeper's problems: not Ready, or
+// restarted (a failed write, a changed device, a missing seed).
+func (w *workload) checkISCSIKeeper(ctx context.Context) []string {
+	p, err := w.client.CoreV1().Pods(workloadNS).Get(ctx, w.iscsiKeeper(), metav1.GetOptions{})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.RestartCount > 0 {
+			out = append(out, fmt.Sprintf("%s restarted %d times", p.Name, cs.RestartCount))
+		}
+	}
+	if !podReady(p) {
+		out = append(out, p.Name+" is not Ready")
+	}
+	return out
 }
 
 // churn runs churn cycles until ctx ends.

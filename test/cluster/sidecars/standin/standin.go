@@ -135,12 +135,18 @@ func (f *Flags) Run(ctx context.Context, client kubernetes.Interface, lockName s
 		LeaseDuration: 15 * time.Second,
 		RenewDeadline: 10 * time.Second,
 		RetryPeriod:   5 * time.Second,
+		// A replica shutting down hands the Lease back at once.
+		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				klog.Infof("became leader (Lease %s/%s)", ns, lockName)
 				run(ctx)
 			},
 			OnStoppedLeading: func() {
+				if ctx.Err() != nil {
+					klog.Infof("released the Lease %s/%s on shutdown", ns, lockName)
+					return
+				}
 				klog.Errorf("lost the Lease %s/%s", ns, lockName)
 				klog.FlushAndExit(klog.ExitFlushTimeout, 1)
 			},
