@@ -88,6 +88,7 @@ func (s *suite) runAll(ctx context.Context, t *testing.T) {
 			if err := s.startWorkload(ctx); err != nil {
 				t.Fatalf("workload: %v", err)
 			}
+			t.Logf("workload running after %s", time.Since(s.report.started).Round(time.Second))
 		}
 		j := i + 1
 		for sc.group != "" && j < len(scenarios) && scenarios[j].group == sc.group {
@@ -98,6 +99,7 @@ func (s *suite) runAll(ctx context.Context, t *testing.T) {
 		if err := s.steady(ctx); err != nil {
 			t.Fatalf("not in a steady state before %s: %v", sc.name, err)
 		}
+		t.Logf("%s begins after %s", groupName(batch), time.Since(s.report.started).Round(time.Second))
 		ok := t.Run(groupName(batch), func(t *testing.T) {
 			for _, sc := range batch {
 				t.Run(sc.name, func(t *testing.T) {

@@ -74,6 +74,7 @@ func (s *suite) setup(ctx context.Context, t *testing.T, repo string) {
 			t.Fatalf("installing %s: %v", st.what, err)
 		}
 		s.obs.add("test", "installed %s", st.what)
+		t.Logf("installed %s after %s", st.what, time.Since(s.report.started).Round(time.Second))
 	}
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workloadNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
