@@ -101,14 +101,17 @@ func (s *suite) runAll(ctx context.Context, t *testing.T) {
 		}
 		t.Logf("%s begins after %s", groupName(batch), time.Since(s.report.started).Round(time.Second))
 		ok := t.Run(groupName(batch), func(t *testing.T) {
+			// All of a group at once: t.Run from goroutines, not t.Parallel,
+			// which runs only GOMAXPROCS (two here) at a time.
+			var wg sync.WaitGroup
 			for _, sc := range batch {
-				t.Run(sc.name, func(t *testing.T) {
-					if len(batch) > 1 {
-						t.Parallel()
-					}
-					s.run(ctx, t, sc)
-				})
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					t.Run(sc.name, func(t *testing.T) { s.run(ctx, t, sc) })
+				}()
 			}
+			wg.Wait()
 		})
 		if !ok && ctx.Err() != nil {
 			return

@@ -403,7 +403,7 @@ func iscsiMovesNode(ctx context.Context, s *suite, r *scenarioRun) error {
 // node plugin to grow the file system, the pod sees the new size. xfs, not
 // ext4: growing a mounted ext4 needs CAP_SYS_RESOURCE (the kernel's
 // ext4_resize_begin), which no process on these machines has
-// (local-cluster.md §1); xfs_growfs needs CAP_SYS_ADMIN only.
+// (docs/design/local-cluster.md §1); xfs_growfs needs CAP_SYS_ADMIN only.
 func onlineExpansion(ctx context.Context, s *suite, r *scenarioRun) error {
 	ns, c := r.namespace, s.cluster.Client
 	pvc, err := s.createClaim(ctx, claim(ns, "grow", sanXFSClass, corev1.ReadWriteOnce, "1Gi"), true)

@@ -82,7 +82,7 @@ type nodeVariant struct {
 	// Image replaces the plugin container's image (a local tag).
 	Image string
 	// LegacyRegistrar adds a node-driver-registrar emulation sidecar, as an
-	// operator-generated Trident DaemonSet has (registration.md §5).
+	// operator-generated Trident DaemonSet has (docs/design/registration.md §5.9).
 	LegacyRegistrar bool
 }
 

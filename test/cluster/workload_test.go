@@ -92,8 +92,13 @@ func (w *workload) start(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, k := range [][2]string{{w.keeperPod(), w.keeperClaim()}, {w.iscsiKeeper(), w.iscsiKeeper()}} {
-		if err := w.startKeeper(ctx, k[0], k[1]); err != nil {
+	keepers := [][2]string{{w.keeperPod(), w.keeperClaim()}, {w.iscsiKeeper(), w.iscsiKeeper()}}
+	errs := make(chan error, len(keepers))
+	for _, k := range keepers {
+		go func() { errs <- w.startKeeper(ctx, k[0], k[1]) }()
+	}
+	for range keepers {
+		if err := <-errs; err != nil {
 			return err
 		}
 	}

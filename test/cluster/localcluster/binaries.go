@@ -26,7 +26,7 @@ const KubeVersion = "v1.34.4"
 var kubeCommands = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"}
 
 // sidecarCommands are the CSI sidecars built from test/cluster/sidecars'
-// tool list (the modules the proxy serves: local-cluster.md §9).
+// tool list (the modules the proxy serves: docs/design/local-cluster.md §9).
 var sidecarCommands = []string{"csi-attacher", "csi-snapshotter", "snapshot-controller"}
 
 // Binaries is a directory of built binaries.

@@ -1,7 +1,7 @@
 // Command csi-provisioner stands in for the csi-provisioner sidecar in the
 // cluster e2e's controller Deployment (docs/e2e.md). It exists because the
 // module proxy does not serve kubernetes-csi/external-provisioner
-// (local-cluster.md §9); it does serve
+// (docs/design/local-cluster.md §9); it does serve
 // sig-storage-lib-external-provisioner, the controller csi-provisioner is
 // built on, which watches claims, classes and volumes, decides when to
 // provision and delete, writes the PersistentVolume and binds it, retries

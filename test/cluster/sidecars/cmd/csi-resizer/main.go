@@ -1,6 +1,6 @@
 // Command csi-resizer stands in for the csi-resizer sidecar in the cluster
 // e2e's controller Deployment (docs/e2e.md), because the module proxy does
-// not serve kubernetes-csi/external-resizer (local-cluster.md §9). It does
+// not serve kubernetes-csi/external-resizer (docs/design/local-cluster.md §9). It does
 // the controller half of a PVC expansion as csi-resizer v2 does with
 // RecoverVolumeExpansionFailure (GA, locked on, in Kubernetes 1.34), which
 // is the half kubelet's node expansion waits for:
