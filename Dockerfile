@@ -16,6 +16,7 @@ COPY node/ node/
 COPY controller/ controller/
 COPY backends/ backends/
 COPY nodeinfo/ nodeinfo/
+COPY internal/ internal/
 RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X github.com/ontap-csi/ontap-csi/server.Version=${VERSION} -X main.tridentVersion=${TRIDENT_VERSION}" \
       -o /out/ontap-csi ./cmd/ontap-csi \

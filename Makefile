@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/ontap-csi/ontap-csi/server.Version=$(VERSION) -X 
 BIN := bin/ontap-csi
 IMAGE ?= ontap-csi:$(VERSION)
 
-.PHONY: all build test unit kubelet e2e lint tools render bench demo image clean
+.PHONY: all build test unit fuzz kubelet e2e vm lint tools render bench demo image clean
 
 
 all: build
@@ -23,11 +23,19 @@ lint:
 
 # The whole suite. Tests need root (loop devices, mounts, network namespaces).
 # The demo is part of it: what it shows is asserted.
-test: lint tools build unit kubelet demo e2e
+test: lint tools build unit fuzz kubelet demo e2e vm
 
 # Tests that need the binary use the one built here (static, like the image).
 unit: build
 	ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
+
+# Every fuzz target of the repository for FUZZTIME each (docs/fuzz.md). The
+# corpus found is kept in $ONTAP_CSI_E2E_CACHE/fuzz (default
+# ~/.cache/ontap-csi/fuzz) and grows from run to run; a failing input is
+# written to the package's testdata/fuzz/ and fails the run.
+FUZZTIME ?= 20s
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz/run.sh
 
 # The handover scenarios against the real kubelet code of v1.37.2, v1.29.15
 # and v1.19.16, one Go module each (test/kubelet/README.md).
@@ -42,6 +50,17 @@ kubelet: build
 e2e: build tools
 	cd test/cluster/sidecars && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd test/cluster && $(GO) vet ./... && ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) E2E_COMMAND="make e2e" $(GO) test -count=1 -v -timeout 80m ./...
+
+# The data path on a real Linux kernel: Debian 12 in QEMU (TCG), with the
+# simulator's kernel data plane (LIO, nfsd) and no shims (docs/vm.md). The
+# image is built once and cached next to the e2e cache (minutes the first
+# time). The binaries run in the VM, so they are static.
+VM_BIN := bin/vm
+vm: build
+	mkdir -p $(VM_BIN)
+	cp bin/ontap-csi bin/ontap-sim $(VM_BIN)/
+	CGO_ENABLED=0 $(GO) test -c -o $(VM_BIN)/guest.test ./test/vm/guest
+	ONTAP_CSI_VM=1 ONTAP_CSI_VM_BIN=$(CURDIR)/$(VM_BIN) $(GO) test -count=1 -v -timeout 40m ./test/vm/
 
 # kustomize and Helm, pinned in deploy/tools/go.mod, built once per Go build
 # cache; built before the tests so their cold build does not eat a test's timeout.

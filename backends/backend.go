@@ -84,6 +84,22 @@ type Backend interface {
 	DeleteSnapshot(ctx context.Context, snap *Snapshot) error
 }
 
+// Description is what a backend tells about itself for status and
+// metrics, once it has reached its storage system; fields it does not know
+// yet are empty.
+type Description struct {
+	// UUID is Trident's backendUUID as the backend reports it in volume
+	// contexts.
+	UUID          string
+	SVM           string
+	ManagementLIF string
+}
+
+// Describer is a Backend that describes itself.
+type Describer interface {
+	Describe() Description
+}
+
 // Limits are a backend's volume size bounds in bytes; 0 means no bound.
 type Limits struct {
 	MinVolumeSize int64
@@ -103,8 +119,15 @@ type Pool struct {
 	Topologies []map[string]string
 	// Media is hdd, ssd or hybrid; "" when unknown.
 	Media string
+	// Region and Zone are Trident's pool attributes of the same names,
+	// which a StorageClass may request; "" offers none.
+	Region, Zone string
 	// ProvisioningTypes lists what the pool offers: "thin", "thick".
 	ProvisioningTypes []string
+	// NoSnapshots and NoClones: the pool does not offer them, so a
+	// StorageClass asking for snapshots or clones "true" skips it, as
+	// Trident's bool offers match (ontap-nas-economy offers neither).
+	NoSnapshots, NoClones bool
 }
 
 // Capacity is the space of a pool in bytes.
@@ -269,4 +292,28 @@ func Kind(err error) error {
 		return ke.kind
 	}
 	return nil
+}
+
+// namedError says which backend an error is about.
+type namedError struct {
+	backend string
+	err     error
+}
+
+func (e *namedError) Error() string { return "backend " + e.backend + ": " + e.err.Error() }
+func (e *namedError) Unwrap() error { return e.err }
+
+// Named prefixes err with its backend's name, unless it already names that
+// backend: a backend names itself in the failures every call can meet
+// (cannot reach its storage), and callers name the backend of whatever a
+// call returned, so the name shows once, not twice.
+func Named(backend string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ne *namedError
+	if errors.As(err, &ne) && ne.backend == backend {
+		return err
+	}
+	return &namedError{backend: backend, err: err}
 }

@@ -55,9 +55,11 @@ func parseCapabilities(caps []*csi.VolumeCapability) (*volumeUse, error) {
 			return nil, invalidArg("volume capabilities mix block and mount access")
 		}
 		u.access = access
-		switch c.GetAccessMode().GetMode() {
-		case csi.VolumeCapability_AccessMode_UNKNOWN:
-			return nil, invalidArg("volume capability %d has no access mode", i)
+		mode := c.GetAccessMode().GetMode()
+		if err := checkAccessMode(fmt.Sprintf("volume capability %d: access_mode.mode", i), mode); err != nil {
+			return nil, err
+		}
+		switch mode {
 		case csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER, csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER:
 			u.multiNodeWriter = true
 		}

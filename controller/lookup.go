@@ -52,7 +52,7 @@ func (s *Service) findVolume(ctx context.Context, id string) (*found, error) {
 		case a.err == nil:
 			hits = append(hits, found{a.vol, bs[i]})
 		case !errors.Is(a.err, backends.ErrNotFound) && failure == nil:
-			failure = fmt.Errorf("backend %s: %w", bs[i].Name(), a.err)
+			failure = backends.Named(bs[i].Name(), a.err)
 		}
 	}
 	if len(hits) > 0 {
@@ -93,7 +93,7 @@ func (s *Service) allVolumes(ctx context.Context) ([]found, error) {
 	for _, b := range bs {
 		vols, err := b.ListVolumes(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("backend %s: %w", b.Name(), err)
+			return nil, backends.Named(b.Name(), err)
 		}
 		for _, v := range vols {
 			byID[v.ID] = append(byID[v.ID], found{v, b})

@@ -48,6 +48,13 @@ func (n *Nodes) Remove(name string) {
 	delete(n.nodes, name)
 }
 
+// Len is the number of nodes known.
+func (n *Nodes) Len() int {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return len(n.nodes)
+}
+
 // Node implements NodeRegistry.
 func (n *Nodes) Node(_ context.Context, nodeID string) (*backends.Node, error) {
 	n.mu.RLock()

@@ -22,7 +22,12 @@ type parameters struct {
 	selector         labels.Selector // nil: no label constraint
 	media            string
 	provisioningType string
-	options          backends.VolumeOptions
+	region, zone     string
+	// iops is set by Trident's IOPS attribute, which no ONTAP pool offers.
+	iops bool
+	// wantSnapshots, wantClones: the StorageClass asked for "true".
+	wantSnapshots, wantClones bool
+	options                   backends.VolumeOptions
 }
 
 // tridentPrefix marks Trident's PVC-annotation spelling of a parameter
@@ -85,13 +90,29 @@ func (p *parameters) setPlacement(k, v string) (known bool, err error) {
 		p.provisioningType = v
 		p.options.SpaceReserve = map[string]string{"thin": "none", "thick": "volume"}[v]
 	case "snapshots", "clones":
-		// ONTAP pools offer both; only a request for "false" is
-		// unusual, and it is satisfied by not using them.
-		_, err = strconv.ParseBool(v)
+		// "true" needs a pool that offers them; "false" matches every
+		// pool, as Trident's bool offers do.
+		var want bool
+		want, err = strconv.ParseBool(v)
+		if k == "snapshots" {
+			p.wantSnapshots = want
+		} else {
+			p.wantClones = want
+		}
 	case "nasType":
 		err = oneOf(strings.ToLower(v), "nfs")
 	case "sanType":
 		err = oneOf(strings.ToLower(v), "iscsi")
+	case "region":
+		p.region = v
+	case "zone":
+		p.zone = v
+	case "IOPS":
+		// Trident parses it as an integer attribute request; only its
+		// SolidFire pools offer IOPS, so it matches no ONTAP pool (QoS on
+		// ONTAP comes from qosPolicy).
+		_, err = strconv.Atoi(v)
+		p.iops = true
 	case "fsType", "fstype":
 		// The CO turns it into the capability's fs_type.
 	default:

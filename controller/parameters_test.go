@@ -35,8 +35,10 @@ func TestPoolList(t *testing.T) {
 }
 
 func TestPoolAllowed(t *testing.T) {
-	gold := backends.Pool{Name: "b_pool_0", Labels: map[string]string{"tier": "gold", "zone": "a"}, Media: "ssd", ProvisioningTypes: []string{"thick"}}
-	silver := backends.Pool{Name: "b_pool_1", Labels: map[string]string{"tier": "silver"}, Media: "hdd", ProvisioningTypes: []string{"thin"}}
+	gold := backends.Pool{Name: "b_pool_0", Labels: map[string]string{"tier": "gold", "zone": "a"}, Media: "ssd", ProvisioningTypes: []string{"thick"},
+		Region: "eu", Zone: "eu-1"}
+	// silver is an ontap-nas-economy pool: no snapshots, no clones.
+	silver := backends.Pool{Name: "b_pool_1", Labels: map[string]string{"tier": "silver"}, Media: "hdd", ProvisioningTypes: []string{"thin"}, NoSnapshots: true, NoClones: true}
 	for _, tc := range []struct {
 		params map[string]string
 		want   []string
@@ -49,6 +51,17 @@ func TestPoolAllowed(t *testing.T) {
 		{map[string]string{"storagePools": "b:b_pool_1"}, []string{"b_pool_1"}},
 		{map[string]string{"storagePools": "b:b_pool_1", "additionalStoragePools": "b:b_pool_0"}, []string{"b_pool_0", "b_pool_1"}},
 		{map[string]string{"excludeStoragePools": "b:.*_0"}, []string{"b_pool_1"}},
+		// Trident's region and zone attributes: a pool without one offers none.
+		{map[string]string{"region": "eu"}, []string{"b_pool_0"}},
+		{map[string]string{"zone": "eu-1", "region": "eu"}, []string{"b_pool_0"}},
+		{map[string]string{"zone": "eu-2"}, nil},
+		// IOPS: no ONTAP pool offers it, as in Trident; only
+		// additionalStoragePools can still name a pool.
+		{map[string]string{"IOPS": "1000"}, nil},
+		{map[string]string{"IOPS": "1000", "additionalStoragePools": "b:b_pool_1"}, []string{"b_pool_1"}},
+		{map[string]string{"snapshots": "true"}, []string{"b_pool_0"}},
+		{map[string]string{"clones": "true"}, []string{"b_pool_0"}},
+		{map[string]string{"snapshots": "false", "clones": "false"}, []string{"b_pool_0", "b_pool_1"}},
 	} {
 		p, err := parseParameters(tc.params)
 		if err != nil {
@@ -63,6 +76,12 @@ func TestPoolAllowed(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
 			t.Errorf("%v: pools %v, want %v", tc.params, got, tc.want)
 		}
+	}
+}
+
+func TestIOPSMustBeAnInteger(t *testing.T) {
+	if _, err := parseParameters(map[string]string{"IOPS": "fast"}); err == nil || !strings.Contains(err.Error(), `IOPS="fast"`) {
+		t.Fatalf("err = %v", err)
 	}
 }
 

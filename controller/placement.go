@@ -45,7 +45,7 @@ func (s *Service) placements(ctx context.Context, p *parameters, use *volumeUse,
 		}
 		pools, err := b.Pools(ctx)
 		if err != nil {
-			return nil, err
+			return nil, backends.Named(b.Name(), err)
 		}
 		for _, pool := range pools {
 			if p.poolAllowed(b.Name(), pool) {
@@ -54,6 +54,10 @@ func (s *Service) placements(ctx context.Context, p *parameters, use *volumeUse,
 		}
 	}
 	if len(matched) == 0 {
+		if p.iops {
+			return nil, invalidArg("no backend pool matches the StorageClass parameters: IOPS selects pools that offer an IOPS range, " +
+				"which ONTAP pools do not (in Trident neither); set a QoS policy with qosPolicy instead")
+		}
 		return nil, invalidArg("no backend pool matches the StorageClass parameters and volume capabilities")
 	}
 	requisite, preferred := topologySegments(topo)
@@ -99,7 +103,13 @@ func (p *parameters) poolAllowed(backend string, pool backends.Pool) bool {
 	if p.provisioningType != "" && !slices.Contains(pool.ProvisioningTypes, p.provisioningType) {
 		return false
 	}
-	return true
+	if p.region != "" && pool.Region != p.region || p.zone != "" && pool.Zone != p.zone {
+		return false
+	}
+	if p.wantSnapshots && pool.NoSnapshots || p.wantClones && pool.NoClones {
+		return false
+	}
+	return !p.iops
 }
 
 func topologySegments(t *csi.TopologyRequirement) (requisite, preferred []map[string]string) {

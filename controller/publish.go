@@ -21,14 +21,20 @@ func (s *Service) ControllerPublishVolume(ctx context.Context, req *csi.Controll
 
 func (s *Service) publish(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (map[string]string, error) {
 	id, nodeID := req.GetVolumeId(), req.GetNodeId()
-	if id == "" {
-		return nil, invalidArg("volume ID is required")
+	if err := requireString("volume_id", id, maxStringBytes); err != nil {
+		return nil, err
 	}
-	if nodeID == "" {
-		return nil, invalidArg("node ID is required")
+	if err := requireString("node_id", nodeID, maxNodeIDBytes); err != nil {
+		return nil, err
 	}
 	if req.GetVolumeCapability() == nil {
 		return nil, invalidArg("volume capability is required")
+	}
+	if req.GetReadonly() {
+		// The CO MUST send false without PUBLISH_READONLY (CSI spec,
+		// ControllerPublishVolumeRequest.readonly); Kubernetes does. See
+		// the capabilities in service.go for why it is not advertised.
+		return nil, invalidArg("readonly: this plugin does not advertise PUBLISH_READONLY; a read-only volume is published read-only by the node (NodePublishVolume readonly)")
 	}
 	use, err := parseCapabilities([]*csi.VolumeCapability{req.GetVolumeCapability()})
 	if err != nil {
@@ -82,8 +88,11 @@ func (s *Service) ControllerUnpublishVolume(ctx context.Context, req *csi.Contro
 
 func (s *Service) unpublish(ctx context.Context, req *csi.ControllerUnpublishVolumeRequest) error {
 	id, nodeID := req.GetVolumeId(), req.GetNodeId()
-	if id == "" {
-		return invalidArg("volume ID is required")
+	if err := requireString("volume_id", id, maxStringBytes); err != nil {
+		return err
+	}
+	if err := checkString("node_id", nodeID, maxNodeIDBytes); err != nil {
+		return err
 	}
 	unlock, ok := s.locks.TryLock(volumeKey(id))
 	if !ok {

@@ -96,11 +96,25 @@ func (s *Service) backendSet() (bs []backends.Backend, incomplete error) {
 	return bs, incomplete
 }
 
+// Backends returns the backends served now: the configured ones, then
+// those of the BackendSource.
+func (s *Service) Backends() []backends.Backend {
+	bs, _ := s.backendSet()
+	return bs
+}
+
 // capabilities are the controller RPCs this service implements. Not
-// advertised: PUBLISH_READONLY (like Trident, read-only is enforced by the
-// node's mount), LIST_VOLUMES_PUBLISHED_NODES and GET_VOLUME (publications
-// are not recorded anywhere the controller could list them cheaply),
-// MODIFY_VOLUME.
+// advertised:
+//   - PUBLISH_READONLY, as in Trident: read-only is the node's mount
+//     (NodePublishVolume readonly, which kubelet sets for a read-only PV or
+//     pod volume, and reader-only access modes). ONTAP has no read-only LUN
+//     map, so ontap-san could not honour it on the array; ontap-nas could
+//     only with autoExportPolicy (a read-only rule for the node), since
+//     without it publish changes no rule. A readonly ControllerPublishVolume
+//     is refused (InvalidArgument), never silently ignored.
+//   - LIST_VOLUMES_PUBLISHED_NODES and GET_VOLUME: publications are not
+//     recorded anywhere the controller could list them cheaply.
+//   - MODIFY_VOLUME.
 var capabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 	csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,

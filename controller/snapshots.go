@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -26,11 +25,14 @@ func (s *Service) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotReq
 
 func (s *Service) createSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*backends.Snapshot, error) {
 	name, volID := req.GetName(), req.GetSourceVolumeId()
-	if name == "" {
-		return nil, invalidArg("snapshot name is required")
+	if err := requireString("name", name, maxStringBytes); err != nil {
+		return nil, err
 	}
-	if volID == "" {
-		return nil, invalidArg("source volume ID is required")
+	if err := requireString("source_volume_id", volID, maxStringBytes); err != nil {
+		return nil, err
+	}
+	if err := checkMap("parameters", req.GetParameters()); err != nil {
+		return nil, err
 	}
 	unlock, ok := s.locks.TryLock(snapshotKey(name))
 	if !ok {
@@ -51,7 +53,7 @@ func (s *Service) createSnapshot(ctx context.Context, req *csi.CreateSnapshotReq
 	for _, b := range bs {
 		snaps, err := b.Snapshots(ctx, backends.SnapshotFilter{Name: b.SnapshotName(name)})
 		if err != nil {
-			return nil, fmt.Errorf("backend %s: %w", b.Name(), err)
+			return nil, backends.Named(b.Name(), err)
 		}
 		for _, sn := range snaps {
 			if sn.VolumeID != volID {
@@ -78,8 +80,8 @@ func (s *Service) DeleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotReq
 
 func (s *Service) deleteSnapshot(ctx context.Context, req *csi.DeleteSnapshotRequest) error {
 	id := req.GetSnapshotId()
-	if id == "" {
-		return invalidArg("snapshot ID is required")
+	if err := requireString("snapshot_id", id, maxSnapshotIDBytes); err != nil {
+		return err
 	}
 	volID, name, ok := parseSnapshotID(id)
 	if !ok {
@@ -124,8 +126,8 @@ func (s *Service) GetSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) 
 
 func (s *Service) getSnapshot(ctx context.Context, req *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
 	id := req.GetSnapshotId()
-	if id == "" {
-		return nil, invalidArg("snapshot ID is required")
+	if err := requireString("snapshot_id", id, maxSnapshotIDBytes); err != nil {
+		return nil, err
 	}
 	volID, name, ok := parseSnapshotID(id)
 	if !ok {
@@ -147,6 +149,12 @@ func (s *Service) ListSnapshots(ctx context.Context, req *csi.ListSnapshotsReque
 func (s *Service) listSnapshots(ctx context.Context, req *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
 	if req.GetMaxEntries() < 0 {
 		return nil, invalidArg("max_entries must not be negative")
+	}
+	if err := checkString("snapshot_id", req.GetSnapshotId(), maxSnapshotIDBytes); err != nil {
+		return nil, err
+	}
+	if err := checkString("source_volume_id", req.GetSourceVolumeId(), maxStringBytes); err != nil {
+		return nil, err
 	}
 	start, ok := parsePageToken(req.GetStartingToken())
 	if !ok {
@@ -202,7 +210,7 @@ func (s *Service) snapshotsMatching(ctx context.Context, snapID, volID string) (
 	for _, b := range bs {
 		snaps, err := b.Snapshots(ctx, backends.SnapshotFilter{})
 		if err != nil {
-			return nil, fmt.Errorf("backend %s: %w", b.Name(), err)
+			return nil, backends.Named(b.Name(), err)
 		}
 		for _, sn := range snaps {
 			if id := snapshotIDOf(sn); !seen[id] {

@@ -49,8 +49,14 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 // checkCreateRequest checks a CreateVolume's arguments before anything is
 // looked up.
 func checkCreateRequest(req *csi.CreateVolumeRequest) (*volumeUse, *parameters, error) {
-	if req.GetName() == "" {
-		return nil, nil, invalidArg("volume name is required")
+	if err := requireString("name", req.GetName(), maxStringBytes); err != nil {
+		return nil, nil, err
+	}
+	if err := checkMap("parameters", req.GetParameters()); err != nil {
+		return nil, nil, err
+	}
+	if err := checkContentSource(req.GetVolumeContentSource()); err != nil {
+		return nil, nil, err
 	}
 	use, err := parseCapabilities(req.GetVolumeCapabilities())
 	if err != nil {
@@ -207,8 +213,8 @@ func (s *Service) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest
 
 func (s *Service) deleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) error {
 	id := req.GetVolumeId()
-	if id == "" {
-		return invalidArg("volume ID is required")
+	if err := requireString("volume_id", id, maxStringBytes); err != nil {
+		return err
 	}
 	unlock, ok := s.locks.TryLock(volumeKey(id))
 	if !ok {
@@ -233,8 +239,8 @@ func (s *Service) ValidateVolumeCapabilities(ctx context.Context, req *csi.Valid
 
 func (s *Service) validateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, invalidArg("volume ID is required")
+	if err := requireString("volume_id", id, maxStringBytes); err != nil {
+		return nil, err
 	}
 	use, err := parseCapabilities(req.GetVolumeCapabilities())
 	if err != nil {
@@ -342,8 +348,8 @@ func (s *Service) ControllerExpandVolume(ctx context.Context, req *csi.Controlle
 
 func (s *Service) expandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, invalidArg("volume ID is required")
+	if err := requireString("volume_id", id, maxStringBytes); err != nil {
+		return nil, err
 	}
 	rng := req.GetCapacityRange()
 	if rng == nil || rng.GetRequiredBytes() <= 0 && rng.GetLimitBytes() <= 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -107,6 +109,7 @@ func TestCreateVolumeArguments(t *testing.T) {
 		{"limit below minimum", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, CapacityRange: &csi.CapacityRange{LimitBytes: 1 << 20}}, codes.OutOfRange},
 		{"unknown parameter", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"iops": "5"}}, codes.InvalidArgument},
 		{"bad provisioningType", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"provisioningType": "fat"}}, codes.InvalidArgument},
+		{"IOPS, which no ONTAP pool offers", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"IOPS": "500"}}, codes.InvalidArgument},
 		{"bad snapshotReserve", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"snapshotReserve": "95"}}, codes.InvalidArgument},
 		{"bad storagePools", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"storagePools": "nopool"}}, codes.InvalidArgument},
 		{"bad selector", &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: caps, Parameters: map[string]string{"selector": "a in (b"}}, codes.InvalidArgument},
@@ -539,26 +542,35 @@ func TestToStatus(t *testing.T) {
 	}
 }
 
+// The advertised set, written out: a capability added or dropped by
+// accident (say PUBLISH_READONLY, which ControllerPublishVolume refuses)
+// fails here.
 func TestControllerGetCapabilities(t *testing.T) {
 	s, _, _ := newService(t)
 	resp, err := s.ControllerGetCapabilities(context.Background(), &csi.ControllerGetCapabilitiesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[csi.ControllerServiceCapability_RPC_Type]bool{}
+	var got []string
 	for _, c := range resp.Capabilities {
-		got[c.GetRpc().GetType()] = true
+		got = append(got, c.GetRpc().GetType().String())
 	}
-	for _, want := range capabilities {
-		if !got[want] {
-			t.Errorf("%v not advertised", want)
-		}
+	want := []string{
+		"CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "LIST_VOLUMES", "GET_CAPACITY",
+		"CREATE_DELETE_SNAPSHOT", "LIST_SNAPSHOTS", "GET_SNAPSHOT", "CLONE_VOLUME", "EXPAND_VOLUME",
 	}
-	for _, never := range []csi.ControllerServiceCapability_RPC_Type{
-		csi.ControllerServiceCapability_RPC_PUBLISH_READONLY, csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
-	} {
-		if got[never] {
-			t.Errorf("%v advertised but not implemented", never)
-		}
+	if !slices.Equal(got, want) {
+		t.Fatalf("advertised %v, want %v", got, want)
+	}
+}
+
+// TestBackendNamedOnce: a backend's failure that names the backend (as
+// its connection failures do) reaches the CO with the name once.
+func TestBackendNamedOnce(t *testing.T) {
+	s, nas, _ := newService(t)
+	nas.failWith = backends.Named("nas1", backends.Errorf(backends.ErrUnavailable, "cannot reach SVM svm0"))
+	_, err := s.CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: "v", VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "")}})
+	if code(err) != codes.Unavailable || strings.Count(err.Error(), "nas1") != 1 {
+		t.Fatalf("err = %v: want Unavailable naming nas1 once", err)
 	}
 }

@@ -7,6 +7,7 @@
 //	kustomize/trident-node  the node plugin alone, into an existing Trident install
 //	helm/ontap-csi        a Helm chart rendering the same objects as the base
 //	examples/             backend Secrets and StorageClasses
+//	grafana/              a Grafana dashboard of Trident's metric series as ontap-csi serves them
 //	tools/                the pinned kustomize and Helm (a module of its own)
 //
 // The tests render the kustomize directories and the chart with the pinned

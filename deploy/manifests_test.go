@@ -150,7 +150,7 @@ func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 	pod := &ds.Spec.Template.Spec
 
 	// Surge: the new pod starts, registers and turns Ready before the old
-	// one is stopped (registration.md §5, S1).
+	// one is stopped (docs/design/registration.md §5, S1).
 	us := ds.Spec.UpdateStrategy
 	if us.Type != appsv1.RollingUpdateDaemonSetStrategyType || us.RollingUpdate == nil ||
 		!intOrStringIs(us.RollingUpdate.MaxSurge, 1) || !intOrStringIs(us.RollingUpdate.MaxUnavailable, 0) {
@@ -205,7 +205,7 @@ func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 		t.Errorf("terminationGracePeriodSeconds %v must exceed --handover-grace %s + drain %s", pod.TerminationGracePeriodSeconds, grace, drainTimeout)
 	}
 
-	// Host paths and propagation: Trident 26.06's (trident-compat.md §2.2),
+	// Host paths and propagation: Trident 26.06's (docs/design/trident-compat.md §2.2),
 	// with plugins_registry mounted at its host path for --registration-dir.
 	type vol struct {
 		hostPath, mountPath string

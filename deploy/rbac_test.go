@@ -31,7 +31,8 @@ import (
 //   - leases list/watch/delete: client-go's Lease lock gets, creates and
 //     updates.
 //
-// The ontap-csi controller itself gets Nodes (ClusterRole/ontap-csi-controller)
+// The ontap-csi controller itself gets and lists Nodes and lists PVs and
+// StorageClasses (ClusterRole/ontap-csi-controller)
 // and, with --crd_persistence, Trident's resources (Role/ontap-csi-controller).
 // A change here must name the code path that needs it.
 var allowedRBAC = map[string][]string{
@@ -116,7 +117,11 @@ var allowedRBAC = map[string][]string{
 	// annotation of the Node (without --crd_persistence);
 	// controller/tridentrest: a registering node is answered with its
 	// Node's topology.kubernetes.io labels, as Trident's controller does.
-	"ClusterRole/ontap-csi-controller": {"/nodes:get"},
+	// The controller: node info from Node annotations (get), and once per
+	// --backend_storage_poll_interval the lists behind trident_node_count,
+	// trident_storageclass_count and ontap_csi_volume_info
+	// (controller/inventory).
+	"ClusterRole/ontap-csi-controller": {"/nodes:get", "/nodes:list", "/persistentvolumes:list", "storage.k8s.io/storageclasses:list"},
 	// Helm's uninstall Job: kubectl rollout status on one DaemonSet.
 	"Role/ontap-csi-deregister-wait": {
 		"apps/daemonsets:get", "apps/daemonsets:list", "apps/daemonsets:watch",

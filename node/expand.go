@@ -77,7 +77,7 @@ func (s *Service) expand(ctx context.Context, r *expandRequest) (*csi.NodeExpand
 	if info == nil {
 		return nil, notFound("volume %s is not staged on this node", r.volumeID)
 	}
-	if err := s.volumeAt(r.volumeID, info, r.path.given, r.path.real); err != nil {
+	if err := s.volumeAt(ctx, r.volumeID, info, r.path); err != nil {
 		return nil, err
 	}
 	switch info.Protocol() {
@@ -112,7 +112,11 @@ func (s *Service) expand(ctx context.Context, r *expandRequest) (*csi.NodeExpand
 // its staging path (a volume Trident staged is mounted there first), to its
 // grown device.
 func (s *Service) growStagedFilesystem(ctx context.Context, r *expandRequest, info *tracking.Info) error {
-	if err := s.ensureStagingMount(ctx, r.volumeID, info, r.cap.flags); err != nil {
+	o, err := s.ownership(ctx, r.volumeID, info, true)
+	if err != nil {
+		return err
+	}
+	if err := s.ensureStagingMount(ctx, o, r.cap.flags); err != nil {
 		return err
 	}
 	dev, err := s.findDevice(ctx, r.volumeID, info)
@@ -127,18 +131,26 @@ func (s *Service) growStagedFilesystem(ctx context.Context, r *expandRequest, in
 }
 
 // volumeAt checks that a volume path of an expand or stats call is one of
-// the volume's: its staging path, or a target that holds the volume (see
-// holdsVolume). Anything else is NotFound, and nothing is done there.
-func (s *Service) volumeAt(volumeID string, info *tracking.Info, given, real string) error {
-	if filepath.Clean(info.StagingTargetPath) == given {
+// the volume's: its staging path, a target its record names, or a target
+// whose mount is this volume's (see ownership.go; Trident 20.10 recorded no
+// targets). Anything else is NotFound, and nothing is done there.
+func (s *Service) volumeAt(ctx context.Context, volumeID string, info *tracking.Info, p requestPath) error {
+	if filepath.Clean(info.StagingTargetPath) == p.given || info.IsPublishedAt(p.given) {
 		return nil
 	}
-	mis, err := s.mounter.mountsAt(real)
+	mis, err := s.mounter.mountsAt(p.real)
 	if err != nil {
 		return internal("%v", err)
 	}
-	if info.IsPublishedAt(given) || (len(mis) > 0 && s.holdsVolume(volumeID, info, given, mis[len(mis)-1])) {
-		return nil
+	if len(mis) > 0 {
+		o, err := s.ownership(ctx, volumeID, info, false)
+		if err != nil {
+			return err
+		}
+		top := mis[len(mis)-1]
+		if o.another(p.given, &top) == "" && (s.isKubeletPathOf(volumeID, p.given) || o.mine(p.given, s.mounter.seen(p.real), top)) {
+			return nil
+		}
 	}
-	return notFound("the volume is not at %s", given)
+	return notFound("the volume is not at %s", p.given)
 }

@@ -33,7 +33,7 @@ type mounter struct {
 	// here). A mount they make at P lands in this process's mount table at
 	// hostRoot+P, and shows at P as well only where the kubelet dir reaches
 	// the container with mount propagation. Trident 20.10's DaemonSet
-	// mounts <kubelet-dir>/plugins without it (trident-compat.md §2.1), so
+	// mounts <kubelet-dir>/plugins without it (docs/design/trident-compat.md §2.1), so
 	// there a staging mount is seen under the host root only.
 	hostRoot string
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
-	mount "k8s.io/mount-utils"
 
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
 	"github.com/ontap-csi/ontap-csi/node/tracking"
@@ -77,7 +76,7 @@ func (s *Service) checkPublish(req *csi.NodePublishVolumeRequest) (*publishReque
 		}
 	}
 	return &publishRequest{
-		volumeID: req.GetVolumeId(), target: target, staging: staging, cap: vc, readOnly: req.GetReadonly(),
+		volumeID: req.GetVolumeId(), target: target, staging: staging, cap: vc, readOnly: req.GetReadonly() || vc.readerOnly(),
 	}, nil
 }
 
@@ -103,7 +102,11 @@ func (s *Service) publish(ctx context.Context, r *publishRequest) error {
 		return invalidArgument("volume %s is staged for raw block access; a mount capability cannot publish it", r.volumeID)
 	}
 
-	if done, err := s.alreadyPublished(ctx, info, r); done || err != nil {
+	o, err := s.ownership(ctx, r.volumeID, info, true)
+	if err != nil {
+		return err
+	}
+	if done, err := s.alreadyPublished(ctx, o, r); done || err != nil {
 		return err
 	}
 	if r.cap.mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
@@ -112,6 +115,12 @@ func (s *Service) publish(ctx context.Context, r *publishRequest) error {
 		}
 	}
 
+	if !rawBlock && protocol == tracking.ProtocolBlock {
+		// What the target will bind must be this volume's file system.
+		if err := s.ensureStagingMount(ctx, o, r.cap.flags); err != nil {
+			return err
+		}
+	}
 	// Record first: a crash after the mount must not leave a mount that
 	// the next publish takes for another volume's.
 	info.AddPublished(r.target.given)
@@ -129,22 +138,24 @@ func (s *Service) publish(ctx context.Context, r *publishRequest) error {
 	default:
 		perr = s.publishFilesystem(ctx, info, r)
 	}
-	if perr != nil {
-		// Leave no half-made target or stale record behind; kubelet
-		// retries from scratch. A target that was there before stays.
-		cleanup := s.mounter.cleanupPath
-		if existed {
-			cleanup = s.mounter.unmount
+	if perr == nil {
+		if perr = s.recordMount(info, r.target); perr == nil {
+			return s.writeState(r.volumeID, info)
 		}
-		if err := cleanup(ctx, r.target.real); err != nil {
-			logrus.WithContext(ctx).WithError(err).Warn("could not clean up the target after a failed publish")
-		} else {
-			delete(info.PublishedPaths, r.target.given)
-			_ = s.state.Write(r.volumeID, info)
-		}
-		return perr
 	}
-	return nil
+	// Leave no half-made target or stale record behind; kubelet retries
+	// from scratch. A target that was there before stays.
+	cleanup := s.mounter.cleanupPath
+	if existed {
+		cleanup = s.mounter.unmount
+	}
+	if err := cleanup(ctx, r.target.real); err != nil {
+		logrus.WithContext(ctx).WithError(err).Warn("could not clean up the target after a failed publish")
+	} else {
+		info.RemovePublished(r.target.given)
+		_ = s.state.Write(r.volumeID, info)
+	}
+	return perr
 }
 
 // mountedTargets returns the volume's recorded targets, but except, that are
@@ -165,27 +176,30 @@ func (s *Service) mountedTargets(info *tracking.Info, except string) []string {
 	return out
 }
 
-// alreadyPublished handles a target that already has a mount. It is this
-// volume's when it is recorded as published there, or (for a target Trident
-// mounted, which 20.10 did not record) when the mount shows this volume's
-// export or device: then publish succeeds, after making a writable mount
-// read-only if that was asked and a crash interrupted it. Any other mount is
-// another volume's: AlreadyExists. A corrupted mount is removed and the
-// target published afresh.
-func (s *Service) alreadyPublished(ctx context.Context, info *tracking.Info, r *publishRequest) (bool, error) {
-	mis, err := s.mounter.mountsAt(r.target.real)
-	if err != nil || len(mis) == 0 {
+// alreadyPublished handles a target that already has a mount. What is
+// mounted there must be this volume's (checkMounts; a target kubelet made
+// for this volume counts, for mounts Trident 20.10 made without a record),
+// and then publish succeeds, after making a writable mount read-only if
+// that was asked and a crash interrupted it. A corrupted mount is removed
+// and the target published afresh. The target must not be another volume's
+// either: named in its record, or kubelet's path for it.
+func (s *Service) alreadyPublished(ctx context.Context, o *ownership, r *publishRequest) (bool, error) {
+	if id := s.kubeletPathVolume(r.target.given); id != "" && id != r.volumeID && o.others[id] != nil {
+		return false, failedPrecondition("%s is where kubelet publishes volume %s, not %s; nothing was changed", r.target.given, id, r.volumeID)
+	}
+	c, err := s.checkMounts(ctx, o, r.target, s.trustKubeletPath(r.volumeID, o.info, r.target.given))
+	if err != nil || c.mounts == 0 {
 		return false, err
 	}
 	if s.mounter.corrupted(ctx, r.target.real) {
 		logrus.WithContext(ctx).WithField("target", r.target.given).Warn("target is a corrupted mount; remounting")
 		return false, s.mounter.unmount(ctx, r.target.real)
 	}
-	top := mis[len(mis)-1]
-	if !info.IsPublishedAt(r.target.given) && !s.holdsVolume(r.volumeID, info, r.target.given, top) {
-		return false, alreadyExists("target %s already has another volume mounted", r.target.given)
+	mis, err := s.mounter.mountsAt(r.target.real)
+	if err != nil || len(mis) == 0 {
+		return false, err
 	}
-	ro := slices.Contains(top.MountOptions, "ro")
+	ro := slices.Contains(mis[len(mis)-1].MountOptions, "ro")
 	switch {
 	case r.readOnly && !ro:
 		if err := s.mounter.remountReadOnly(ctx, r.target.real); err != nil {
@@ -194,48 +208,37 @@ func (s *Service) alreadyPublished(ctx context.Context, info *tracking.Info, r *
 	case !r.readOnly && ro:
 		return false, alreadyExists("volume %s is published read-only at %s; asked read-write", r.volumeID, r.target.given)
 	}
-	if !info.IsPublishedAt(r.target.given) {
-		info.AddPublished(r.target.given)
-		return true, s.writeState(r.volumeID, info)
+	if !o.info.IsPublishedAt(r.target.given) {
+		o.info.AddPublished(r.target.given)
+		return true, s.writeState(r.volumeID, o.info)
 	}
 	return true, nil
 }
 
-// holdsVolume recognises a mount of this volume that nobody recorded
-// (Trident 20.10 did not record targets): an NFS mount of the volume's
-// export, a mount of the volume's device, or a mount at the path kubelet
-// derives for this volume (the volume id is the PV name in Trident).
-func (s *Service) holdsVolume(volumeID string, info *tracking.Info, target string, mi mount.MountInfo) bool {
-	if s.isKubeletPathOf(volumeID, target) {
-		return true
+// kubeletPathVolume returns the volume (PV name) a kubelet target path is
+// for, "" for any other path.
+func (s *Service) kubeletPathVolume(target string) string {
+	rel, err := filepath.Rel(s.paths.base, target)
+	if err != nil {
+		return ""
 	}
-	if info.Protocol() == tracking.ProtocolFile {
-		return strings.HasPrefix(mi.FsType, "nfs") && mi.Source == nfsSource(info.NfsServerIP, info.NfsPath)
+	el := strings.Split(rel, "/")
+	switch {
+	case len(el) == 6 && el[0] == "pods" && el[2] == "volumes" && el[3] == "kubernetes.io~csi" && el[5] == "mount":
+		return el[4]
+	case len(el) == 7 && strings.Join(el[:5], "/") == "plugins/kubernetes.io/csi/volumeDevices/publish":
+		return el[5]
 	}
-	var st unix.Stat_t
-	if dev := info.Device(); dev == "" || unix.Stat(dev, &st) != nil {
-		return false
-	}
-	return mi.Major == int(unix.Major(st.Rdev)) && mi.Minor == int(unix.Minor(st.Rdev))
+	return ""
 }
 
 // isKubeletPathOf reports whether target is where kubelet publishes the
 // volume for a pod: <kubelet>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount
 // for a file system, <kubelet>/plugins/kubernetes.io/csi/volumeDevices/
-// publish/<pv>/<uid> for raw block.
+// publish/<pv>/<uid> for raw block (the volume id is the PV name in
+// Trident).
 func (s *Service) isKubeletPathOf(volumeID, target string) bool {
-	rel, err := filepath.Rel(s.paths.base, target)
-	if err != nil {
-		return false
-	}
-	el := strings.Split(rel, "/")
-	switch {
-	case len(el) == 6 && el[0] == "pods" && el[2] == "volumes" && el[3] == "kubernetes.io~csi" && el[5] == "mount":
-		return el[4] == volumeID
-	case len(el) == 7 && strings.Join(el[:5], "/") == "plugins/kubernetes.io/csi/volumeDevices/publish":
-		return el[5] == volumeID
-	}
-	return false
+	return s.kubeletPathVolume(target) == volumeID
 }
 
 func (s *Service) publishNFS(ctx context.Context, info *tracking.Info, r *publishRequest) error {
@@ -281,10 +284,9 @@ func nfsMountError(source string, err error) error {
 	return internal("mount %s: %v", source, err)
 }
 
+// publishFilesystem binds the staging mount, which publish has checked, on
+// the target.
 func (s *Service) publishFilesystem(ctx context.Context, info *tracking.Info, r *publishRequest) error {
-	if err := s.ensureStagingMount(ctx, r.volumeID, info, r.cap.flags); err != nil {
-		return err
-	}
 	staging, err := s.paths.confine(info.StagingTargetPath)
 	if err != nil {
 		return internal("%v", err)
@@ -340,7 +342,36 @@ func (s *Service) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublis
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }
 
+// unpublish undoes a publish at target, if the target holds this volume
+// (see ownership.go). A target with nothing of this volume succeeds and is
+// left as it is: the spec's idempotent unpublish.
 func (s *Service) unpublish(ctx context.Context, volumeID string, target requestPath) error {
+	info, err := s.state.Read(volumeID)
+	switch {
+	case errors.Is(err, tracking.ErrNotFound), errors.Is(err, tracking.ErrCorrupt):
+		info = nil // no record: only kubelet's path for the volume names it
+	case err != nil:
+		return internal("volume %s: %v", volumeID, err)
+	}
+	// Trident 20.10 recorded no targets: kubelet's path for this volume
+	// is the volume's too.
+	claimed := s.isKubeletPathOf(volumeID, target.given) || info != nil && info.IsPublishedAt(target.given)
+	if !claimed {
+		if mounted, err := s.mounter.isMountPoint(target.real); err != nil || !mounted {
+			return err // nothing of this volume here: nothing to undo
+		}
+	}
+	o, err := s.ownership(ctx, volumeID, info, false)
+	if err != nil {
+		return err
+	}
+	c, err := s.checkMounts(ctx, o, target, s.trustKubeletPath(volumeID, info, target.given))
+	if err != nil {
+		return err
+	}
+	if !claimed && c.mine == 0 {
+		return nil // only a dead mount that is not this volume's
+	}
 	if err := s.mounter.unmount(ctx, target.real); err != nil {
 		return internal("unmount %s: %v", target.given, err)
 	}
@@ -352,10 +383,9 @@ func (s *Service) unpublish(ctx context.Context, volumeID string, target request
 		// nothing was mounted on it. Trident also only tries.
 		logrus.WithContext(ctx).WithField("target", target.given).Warn("target directory is not empty after unmount; leaving it")
 	}
-	info, err := s.state.Read(volumeID)
-	if err != nil || !info.IsPublishedAt(target.given) {
-		return nil // no state or no record: nothing to update
+	if info == nil || !info.IsPublishedAt(target.given) {
+		return nil
 	}
-	delete(info.PublishedPaths, target.given)
+	info.RemovePublished(target.given)
 	return s.writeState(volumeID, info)
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // Keys of the publish_context Trident's controller hands the node
-// (trident-compat.md §3.2).
+// (docs/design/trident-compat.md §3.2).
 const (
 	keyProtocol          = "protocol"
 	keyMountOptions      = "mountOptions"

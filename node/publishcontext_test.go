@@ -51,7 +51,7 @@ func TestParsePublishContext(t *testing.T) {
 		{"iscsi one portal", with(iscsiContext, "iscsiTargetPortalCount", "1", "p2", "<delete>"), codes.OK},
 		{"iscsi ipv6 portal", with(iscsiContext, "p2", "[fd20::21]:3260"), codes.OK},
 
-		// Trident's codes (§3.2): unknown protocol is InvalidArgument...
+		// Trident's codes (docs/design/trident-compat.md §3.2): unknown protocol is InvalidArgument...
 		{"no protocol", with(nfsContext, "protocol", "<delete>"), codes.InvalidArgument},
 		{"unknown protocol", with(nfsContext, "protocol", "smb"), codes.InvalidArgument},
 		{"empty context", map[string]string{}, codes.InvalidArgument},

@@ -45,24 +45,27 @@ func (s *Service) findDevice(ctx context.Context, volumeID string, info *trackin
 }
 
 // ensureStagingMount makes sure an iSCSI volume's file system is mounted on
-// its staging path. It is a no-op for volumes ontap-csi staged; a volume
-// staged by Trident (which never mounted the staging path) is adopted here.
-// It never formats: a device without the recorded file system is an error.
-func (s *Service) ensureStagingMount(ctx context.Context, volumeID string, info *tracking.Info, flags []string) error {
-	staging, err := s.paths.confine(info.StagingTargetPath)
+// its staging path. It is a no-op for volumes ontap-csi staged, once the
+// mount there is known to be this volume's LUN: a publish must never bind
+// another volume's file system into a pod. A volume staged by Trident
+// (which never mounted the staging path) is adopted here. It never
+// formats: a device without the recorded file system is an error.
+func (s *Service) ensureStagingMount(ctx context.Context, o *ownership, flags []string) error {
+	info, volumeID := o.info, o.volumeID
+	staging, err := s.confine(info.StagingTargetPath, "recorded staging path")
 	if err != nil {
-		return internal("volume %s: recorded staging path: %v", volumeID, err)
+		return internal("volume %s: %v", volumeID, err)
 	}
-	mounted, err := s.mounter.isMountPoint(staging)
+	c, err := s.checkMounts(ctx, o, staging, false)
 	if err != nil {
-		return internal("%v", err)
+		return err
 	}
-	if mounted && !s.mounter.corrupted(ctx, staging) {
+	if c.mine > 0 && !s.mounter.corrupted(ctx, staging.real) {
 		return nil
 	}
-	if mounted {
-		if err := s.mounter.unmount(ctx, staging); err != nil {
-			return internal("unmount corrupted staging mount %s: %v", staging, err)
+	if c.mounts > 0 {
+		if err := s.mounter.unmount(ctx, staging.real); err != nil {
+			return internal("unmount corrupted staging mount %s: %v", staging.given, err)
 		}
 	}
 	dev, err := s.findDevice(ctx, volumeID, info)
@@ -80,8 +83,8 @@ func (s *Service) ensureStagingMount(ctx context.Context, volumeID string, info 
 	if err != nil {
 		return err
 	}
-	if err := s.mounter.mount(ctx, dev.Path, staging, fsType, opts); err != nil {
-		return internal("mount %s on staging path %s: %v", dev.Path, staging, err)
+	if err := s.mounter.mount(ctx, dev.Path, staging.real, fsType, opts); err != nil {
+		return internal("mount %s on staging path %s: %v", dev.Path, staging.given, err)
 	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": volumeID, "device": dev.Path}).Info("mounted the staging path of a volume staged without it (Trident)")
 	return nil

@@ -1,6 +1,6 @@
 // Package node implements the CSI Node service for ONTAP NFS (publish
 // context protocol "file") and iSCSI ("block") volumes, compatible with the
-// state Trident leaves on nodes (trident-compat.md §3).
+// state Trident leaves on nodes (docs/design/trident-compat.md §3).
 //
 // Stage and publish split:
 //   - NFS: NodeStage only records the export (Trident does the same);

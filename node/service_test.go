@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -223,11 +224,12 @@ func TestPublishConflicts(t *testing.T) {
 	// the record and the mount can tell whose they are.
 	a, b := ts.target(t, "pod-a", "shared"), ts.target(t, "pod-b", "pvc-1")
 
-	// Another volume is mounted at the target.
+	// Another volume is mounted at the target: a conflict between volumes
+	// (AlreadyExists is this volume's own incompatible publish).
 	if err := ts.publish("pvc-2", other, a, snw, false); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, ts.publish("pvc-1", staging, a, snw, false), codes.AlreadyExists)
+	wantCode(t, ts.publish("pvc-1", staging, a, snw, false), codes.FailedPrecondition)
 
 	// SINGLE_NODE_SINGLE_WRITER at a second target.
 	ssw := csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
@@ -423,15 +425,15 @@ func TestNodeGetInfoAndCapabilities(t *testing.T) {
 	if err != nil || info.GetNodeId() != "node-1" || info.GetAccessibleTopology().GetSegments()["topology.kubernetes.io/zone"] != "z1" {
 		t.Fatalf("NodeGetInfo %v, %v", info, err)
 	}
+	// The advertised set, written out, so that a change to it fails here.
 	caps, _ := ts.NodeGetCapabilities(context.Background(), &csi.NodeGetCapabilitiesRequest{})
-	got := map[csi.NodeServiceCapability_RPC_Type]bool{}
+	var got []string
 	for _, c := range caps.GetCapabilities() {
-		got[c.GetRpc().GetType()] = true
+		got = append(got, c.GetRpc().GetType().String())
 	}
-	for _, want := range nodeCapabilities {
-		if !got[want] {
-			t.Errorf("capability %v missing", want)
-		}
+	want := []string{"STAGE_UNSTAGE_VOLUME", "EXPAND_VOLUME", "GET_VOLUME_STATS", "VOLUME_CONDITION", "SINGLE_NODE_MULTI_WRITER"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("advertised %v, want %v", got, want)
 	}
 }
 

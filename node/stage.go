@@ -114,19 +114,48 @@ func stagedAt(info *tracking.Info, r *stageRequest) error {
 	return nil
 }
 
+// newStage reads the volume's state and returns it (prev, nil if none) with
+// the record this stage writes. It refuses a staging path that another
+// volume's record names, or that holds a mount which is not this volume's:
+// an NFS stage mounts nothing there, an iSCSI stage only the LUN's file
+// system (compared by device, before anything is attached).
+func (s *Service) newStage(ctx context.Context, r *stageRequest) (prev, rec *tracking.Info, err error) {
+	prev, err = s.readStateForStage(ctx, r.volumeID)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec = &tracking.Info{PublishInfo: *r.access, StagingTargetPath: r.staging.given}
+	if r.access.Protocol() == tracking.ProtocolBlock {
+		rec.FilesystemType = r.fsType
+	}
+	if prev != nil {
+		if err := stagedAt(prev, r); err != nil {
+			return nil, nil, err
+		}
+		rec.PublishedPaths, rec.Mounts = prev.PublishedPaths, prev.Mounts
+	}
+	// What this stage may find mounted is told by the request's LUN or
+	// export, and by what the last stage recorded (device, mounts).
+	known := *rec
+	if prev != nil {
+		known.DevicePath = prev.Device()
+	}
+	o, err := s.ownership(ctx, r.volumeID, &known, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := s.checkMounts(ctx, o, r.staging, false); err != nil {
+		return nil, nil, err
+	}
+	return prev, rec, nil
+}
+
 // stageNFS records the export, as Trident does; the mount happens at
 // publish. A repeated stage rewrites the same record.
 func (s *Service) stageNFS(ctx context.Context, r *stageRequest) error {
-	prev, err := s.readStateForStage(ctx, r.volumeID)
+	_, rec, err := s.newStage(ctx, r)
 	if err != nil {
 		return err
-	}
-	rec := &tracking.Info{PublishInfo: *r.access, StagingTargetPath: r.staging.given}
-	if prev != nil {
-		if err := stagedAt(prev, r); err != nil {
-			return err
-		}
-		rec.PublishedPaths = prev.PublishedPaths
 	}
 	return s.writeState(r.volumeID, rec)
 }
@@ -137,20 +166,14 @@ func (s *Service) stageNFS(ctx context.Context, r *stageRequest) error {
 // a retried stage picks up where the last one stopped.
 func (s *Service) stageISCSI(ctx context.Context, r *stageRequest) error {
 	log := logrus.WithContext(ctx).WithField("volume", r.volumeID)
-	prev, err := s.readStateForStage(ctx, r.volumeID)
+	prev, rec, err := s.newStage(ctx, r)
 	if err != nil {
 		return err
 	}
-	rec := &tracking.Info{PublishInfo: *r.access, StagingTargetPath: r.staging.given}
-	rec.FilesystemType = r.fsType
 	if prev != nil {
-		if err := stagedAt(prev, r); err != nil {
-			return err
-		}
 		if prev.FilesystemType != "" && (prev.FilesystemType == fsRaw) != (r.fsType == fsRaw) {
 			return alreadyExists("volume %s is staged with file system type %s, asked %s", r.volumeID, prev.FilesystemType, r.fsType)
 		}
-		rec.PublishedPaths = prev.PublishedPaths
 		rec.FormattingSerial = prev.FormattingSerial
 		// A repeated stage of a staged volume: nothing to do, not even a
 		// slot under the iSCSI cap. A record without a device is from a
@@ -209,6 +232,9 @@ func (s *Service) stageISCSI(ctx context.Context, r *stageRequest) error {
 		}
 		crashpoint("NodeStageVolume/mounted")
 	}
+	if err := s.recordMount(rec, r.staging); err != nil {
+		return err
+	}
 	rec.FormattingSerial = ""
 	return s.writeState(r.volumeID, rec)
 }
@@ -225,9 +251,10 @@ func (s *Service) staged(ctx context.Context, prev *tracking.Info, r *stageReque
 }
 
 // stagingMounted reports whether the staging path holds a healthy mount of
-// the asked-for file system type. A mount of another type is the spec's
-// "staged incompatibly" (AlreadyExists); a corrupted one (its device went
-// away) is removed so that it is mounted afresh.
+// the asked-for file system type; whose the mount is, newStage checked. A
+// mount of another type is the spec's "staged incompatibly"
+// (AlreadyExists); a corrupted one (its device went away) is removed so
+// that it is mounted afresh.
 func (s *Service) stagingMounted(ctx context.Context, r *stageRequest) (bool, error) {
 	mis, err := s.mounter.mountsAt(r.staging.real)
 	if err != nil || len(mis) == 0 {
@@ -278,9 +305,14 @@ func (s *Service) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVol
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
 
+// unstage undoes a stage at staging, if the volume is staged there (see
+// ownership.go). A volume that is not staged there succeeds and nothing is
+// done: the spec's idempotent unstage.
 func (s *Service) unstage(ctx context.Context, volumeID string, staging requestPath) error {
 	log := logrus.WithContext(ctx).WithField("volume", volumeID)
 	info, err := s.state.Read(volumeID)
+	// Without a record only kubelet's staging path for the volume names it.
+	trustPath := false
 	switch {
 	case errors.Is(err, tracking.ErrNotFound):
 		info = nil
@@ -289,46 +321,39 @@ func (s *Service) unstage(ctx context.Context, volumeID string, staging requestP
 		// retry loop would not bring it back. Keep the file for the operator.
 		log.WithError(err).Error("node state unreadable; unstaging without it, the LUN may stay attached")
 		s.quarantine(ctx, volumeID)
-		info = &tracking.Info{StagingTargetPath: staging.given}
+		info = nil
 	case err != nil:
 		return internal("volume %s: %v", volumeID, err)
 	}
-	if info != nil && filepath.Clean(info.StagingTargetPath) != staging.given {
-		log.WithField("stagedAt", info.StagingTargetPath).Warn("unstage of a path the volume is not staged at; leaving the staged volume alone")
-		info = nil
-	}
-	if info != nil {
+	switch {
+	case info == nil:
+		trustPath = s.isKubeletStagingPathOf(volumeID, staging.given)
+		if !trustPath {
+			return nil
+		}
+	case filepath.Clean(info.StagingTargetPath) != staging.given:
+		log.WithField("stagedAt", info.StagingTargetPath).Warn("unstage of a path the volume is not staged at; nothing to do")
+		return nil
+	default:
 		// The CO unpublishes first (spec); a LUN detached under a live
 		// mount would lose the pod's writes.
 		if published := s.mountedTargets(info, ""); len(published) > 0 {
 			return failedPrecondition("volume %s is still published at %s", volumeID, published[0])
 		}
 	}
-
-	if err := s.mounter.unmount(ctx, staging.real); err != nil {
-		return internal("unmount staging path %s: %v", staging.given, err)
+	o, err := s.ownership(ctx, volumeID, info, false)
+	if err != nil {
+		return err
 	}
-	crashpoint("NodeUnstageVolume/unmounted")
-	// Trident 20.10 grew XFS on a temporary mount below the staging path.
-	if err := s.mounter.cleanupPath(ctx, filepath.Join(staging.real, "tmp_mnt")); err != nil {
-		return internal("clean up %s/tmp_mnt: %v", staging.given, err)
+	if _, err := s.checkMounts(ctx, o, staging, trustPath); err != nil {
+		return err
 	}
-
+	if err := s.unmountStaging(ctx, staging); err != nil {
+		return err
+	}
 	if info != nil {
-		switch info.Protocol() {
-		case tracking.ProtocolBlock:
-			release, err := s.iscsiOps.acquire(ctx)
-			if err != nil {
-				return err
-			}
-			err = s.iscsi.Detach(ctx, iscsiTarget(&info.PublishInfo))
-			release()
-			if err != nil {
-				return fmt.Errorf("detach LUN: %w", err)
-			}
-			crashpoint("NodeUnstageVolume/detached")
-		case "":
-			log.Warn("node state has no publish info; nothing to detach, the LUN may stay attached")
+		if err := s.detach(ctx, info); err != nil {
+			return err
 		}
 	}
 	if err := tracking.RemoveLegacy(staging.real); err != nil {
@@ -338,6 +363,39 @@ func (s *Service) unstage(ctx context.Context, volumeID string, staging requestP
 		if err := s.state.Delete(volumeID); err != nil {
 			return internal("delete tracking file: %v", err)
 		}
+	}
+	return nil
+}
+
+// unmountStaging removes what a stage mounted at the staging path.
+func (s *Service) unmountStaging(ctx context.Context, staging requestPath) error {
+	if err := s.mounter.unmount(ctx, staging.real); err != nil {
+		return internal("unmount staging path %s: %v", staging.given, err)
+	}
+	crashpoint("NodeUnstageVolume/unmounted")
+	// Trident 20.10 grew XFS on a temporary mount below the staging path.
+	if err := s.mounter.cleanupPath(ctx, filepath.Join(staging.real, "tmp_mnt")); err != nil {
+		return internal("clean up %s/tmp_mnt: %v", staging.given, err)
+	}
+	return nil
+}
+
+// detach logs out of an iSCSI volume's LUN.
+func (s *Service) detach(ctx context.Context, info *tracking.Info) error {
+	switch info.Protocol() {
+	case tracking.ProtocolBlock:
+		release, err := s.iscsiOps.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		err = s.iscsi.Detach(ctx, iscsiTarget(&info.PublishInfo))
+		release()
+		if err != nil {
+			return fmt.Errorf("detach LUN: %w", err)
+		}
+		crashpoint("NodeUnstageVolume/detached")
+	case "":
+		logrus.WithContext(ctx).Warn("node state has no publish info; nothing to detach, the LUN may stay attached")
 	}
 	return nil
 }

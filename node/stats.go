@@ -47,7 +47,7 @@ func (s *Service) stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest)
 	if err != nil {
 		return nil, internal("volume %s: %v", volumeID, err)
 	}
-	if err := s.volumeAt(volumeID, info, filepath.Clean(req.GetVolumePath()), real); err != nil {
+	if err := s.volumeAt(ctx, volumeID, info, requestPath{given: filepath.Clean(req.GetVolumePath()), real: real}); err != nil {
 		return nil, err
 	}
 

@@ -251,12 +251,31 @@ type volumeCap struct {
 	present bool
 }
 
+// checkAccessMode vets an access mode: one of the CSI enum's modes. The
+// node advertises SINGLE_NODE_MULTI_WRITER, so the two newer single-node
+// modes are valid here (CSI spec, NodeServiceCapability).
+func checkAccessMode(m csi.VolumeCapability_AccessMode_Mode) error {
+	switch m {
+	case csi.VolumeCapability_AccessMode_UNKNOWN:
+		return invalidArgument("volume_capability.access_mode.mode is missing (UNKNOWN)")
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
+		csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER,
+		csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER,
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER:
+		return nil
+	}
+	return invalidArgument("volume_capability.access_mode.mode %d is not a CSI access mode", m)
+}
+
 // checkCapability vets a stage or publish capability.
 func checkCapability(vc *csi.VolumeCapability) (volumeCap, error) {
 	if vc == nil {
 		return volumeCap{}, invalidArgument("volume capability missing")
 	}
 	c := volumeCap{present: true, mode: vc.GetAccessMode().GetMode()}
+	if err := checkAccessMode(c.mode); err != nil {
+		return c, err
+	}
 	switch {
 	case vc.GetBlock() != nil && vc.GetMount() != nil:
 		return c, invalidArgument("mixed block and mount capabilities")
@@ -277,6 +296,13 @@ func checkCapability(vc *csi.VolumeCapability) (volumeCap, error) {
 		return c, invalidArgument("mount or block capability required")
 	}
 	return c, nil
+}
+
+// readerOnly reports access modes that allow no writer: such a volume is
+// published read-only whatever the request's readonly flag says.
+func (c volumeCap) readerOnly() bool {
+	return c.mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY ||
+		c.mode == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
 }
 
 // multiNodeWriter reports access modes that let several nodes write.

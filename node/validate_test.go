@@ -161,8 +161,14 @@ func TestParseOptionList(t *testing.T) {
 }
 
 func TestCheckCapability(t *testing.T) {
+	snw := &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}
 	mountCap := func(fs string, flags ...string) *csi.VolumeCapability {
-		return &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: fs, MountFlags: flags}}}
+		return &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: fs, MountFlags: flags}}, AccessMode: snw}
+	}
+	withMode := func(m csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {
+		c := mountCap("ext4")
+		c.AccessMode = &csi.VolumeCapability_AccessMode{Mode: m}
+		return c
 	}
 	tests := []struct {
 		name string
@@ -170,8 +176,15 @@ func TestCheckCapability(t *testing.T) {
 		ok   bool
 	}{
 		{"missing", nil, false},
-		{"no access type", &csi.VolumeCapability{}, false},
-		{"block", &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}}, true},
+		{"no access type", &csi.VolumeCapability{AccessMode: snw}, false},
+		{"block", &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}, AccessMode: snw}, true},
+		{"no access mode", &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}}, false},
+		{"mode UNKNOWN", withMode(csi.VolumeCapability_AccessMode_UNKNOWN), false},
+		{"mode 99", withMode(99), false},
+		{"mode 8", withMode(8), false},
+		{"mode -1", withMode(-1), false},
+		{"mode SINGLE_NODE_MULTI_WRITER", withMode(csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER), true},
+		{"mode MULTI_NODE_READER_ONLY", withMode(csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY), true},
 		{"mount", mountCap("ext4", "noatime", "discard,nodev"), true},
 		{"flag injection", mountCap("ext4", "noatime,bind"), false},
 		{"fs type with a comma", mountCap("ext4,bind"), false},

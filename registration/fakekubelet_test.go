@@ -25,7 +25,7 @@ import (
 //   - it holds registrations by socket path, and the driver by name with one
 //     endpoint (K2, K3);
 //   - a Remove of any path it holds deregisters the driver by name, and so
-//     does a Create on a path it holds (K4, reference §5d);
+//     does a Create on a path it holds (K4, docs/design/registration.md §7.5d);
 //   - a new registration needs a strictly higher version (K3), and then
 //     NodeGetInfo through the endpoint, failing which the driver is dropped
 //     (K5); then NotifyRegistrationStatus on the same connection (K6);
@@ -275,10 +275,10 @@ func (k *fakeKubelet) waitRegistered(t testing.TB, above uint64) *kubeletDriver 
 	return d
 }
 
-// servedProbe calls NodeGetInfo through kubelet's registered endpoint every
+// servedSampler calls NodeGetInfo through kubelet's registered endpoint every
 // 10 ms, as kubelet would for volume calls, and counts the calls that fail
 // after the first success.
-type servedProbe struct {
+type servedSampler struct {
 	mu       sync.Mutex
 	ok, fail int
 	lastErr  error
@@ -287,8 +287,8 @@ type servedProbe struct {
 	once     sync.Once
 }
 
-func probeServed(t *testing.T, k *fakeKubelet) *servedProbe {
-	p := &servedProbe{stop: make(chan struct{}), done: make(chan struct{})}
+func sampleServed(t *testing.T, k *fakeKubelet) *servedSampler {
+	p := &servedSampler{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		tick := time.NewTicker(10 * time.Millisecond)
@@ -321,15 +321,15 @@ func probeServed(t *testing.T, k *fakeKubelet) *servedProbe {
 	return p
 }
 
-func (p *servedProbe) end() {
+func (p *servedSampler) end() {
 	p.once.Do(func() {
 		close(p.stop)
 		<-p.done
 	})
 }
 
-// result ends the probe and returns its counts.
-func (p *servedProbe) result() (ok, fail int, lastErr error) {
+// result ends the sampling and returns its counts.
+func (p *servedSampler) result() (ok, fail int, lastErr error) {
 	p.end()
 	p.mu.Lock()
 	defer p.mu.Unlock()

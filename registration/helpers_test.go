@@ -165,7 +165,7 @@ func (n *testNode) startPlugin(t testing.TB, name string, mod func(*Config)) *pl
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.t = testTimings
+	m.timings = testTimings
 	m.retirer.delay = testTimings.retireDelay
 	m.log = m.log.WithField("plugin", name)
 	m.retirer.log = m.log
@@ -205,14 +205,14 @@ func (p *plugin) wait(t testing.TB) error {
 }
 
 // generation is the plugin's newest generation.
-func (p *plugin) generation() uint64 { return p.m.gen.Load() }
+func (p *plugin) generation() uint64 { return p.m.published.generation.Load() }
 
-func (p *plugin) role() string { return p.m.currentRole() }
+func (p *plugin) role() role { return p.m.published.currentRole() }
 
-// waitRole waits until the plugin is in role.
-func (p *plugin) waitRole(t testing.TB, role string) {
+// waitRole waits until the plugin is in role r.
+func (p *plugin) waitRole(t testing.TB, r role) {
 	t.Helper()
-	eventually(t, p.name+" becomes "+role, func() bool { return p.role() == role })
+	eventually(t, p.name+" becomes "+string(r), func() bool { return p.role() == r })
 }
 
 // --- helper processes -------------------------------------------------------
@@ -277,7 +277,7 @@ func helperAllocate() error {
 				prev = a.prev.Generation
 			}
 			fmt.Fprintf(out, "%d %d\n", prev, a.g)
-			a.alive.Close()
+			a.alive.Release()
 			return nil
 		})
 		if err != nil {
@@ -317,7 +317,7 @@ func helperPlugin() error {
 	if err != nil {
 		return err
 	}
-	m.t = testTimings
+	m.timings = testTimings
 	m.retirer.delay = testTimings.retireDelay
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()

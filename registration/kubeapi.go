@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -61,4 +62,39 @@ func getOK(ctx context.Context, hc *http.Client, url string) error {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return nil
+}
+
+// waitForAPI is Acquire step 4: kubelet's RegisterPlugin updates the Node and
+// CSINode objects, and if the API server does not answer it unregisters the
+// driver by name (K5), which would drop a predecessor's good registration.
+// The wait is bounded; a SIGTERM ends it (false: do not register).
+func (m *Manager) waitForAPI() bool {
+	abort := m.sigterm.signal.Done()
+	if m.sigterm.received {
+		abort = nil
+	}
+	deadline := time.Now().Add(m.timings.apiWait)
+	for i := 0; ; i++ {
+		ctx, cancel := context.WithTimeout(m.life, 5*time.Second)
+		err := m.cfg.Kube.Ping(ctx)
+		cancel()
+		if err == nil {
+			if i > 0 {
+				m.log.Info("API server answers; registering")
+			}
+			return true
+		}
+		if i == 0 {
+			m.log.WithError(err).Warn("waiting for the API server before registering, or kubelet would drop the driver (K5)")
+		}
+		if time.Now().After(deadline) {
+			m.log.WithError(err).WithField("waited", m.timings.apiWait).Error("API server still unreachable; registering anyway")
+			return true
+		}
+		select {
+		case <-abort:
+			return false
+		case <-time.After(time.Second):
+		}
+	}
 }

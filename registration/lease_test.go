@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
 )
 
 // Acquirers in separate processes each allocate generations under
@@ -107,7 +109,7 @@ func TestDeadHolderDetectedThroughFreeLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	lay := newLayout(testDriver, n.kubeletDir, n.pluginDir, n.regDir, "")
-	if held, err := isLocked(lay.alivePath(g)); err != nil || !held {
+	if held, err := filelock.Locked(lay.alivePath(g)); err != nil || !held {
 		t.Fatalf("live holder's lock: held=%v err=%v, want held", held, err)
 	}
 	st, err := Status(n.pluginDir, n.regDir, testDriver)
@@ -120,7 +122,7 @@ func TestDeadHolderDetectedThroughFreeLock(t *testing.T) {
 
 	h.kill(t)
 
-	if held, err := isLocked(lay.alivePath(g)); err != nil || held {
+	if held, err := filelock.Locked(lay.alivePath(g)); err != nil || held {
 		t.Fatalf("killed holder's lock: held=%v err=%v, want free", held, err)
 	}
 	if st, _ = Status(n.pluginDir, n.regDir, testDriver); st.HolderAlive {
@@ -177,7 +179,7 @@ func TestAllocateAsHolder(t *testing.T) {
 				}
 				return
 			}
-			defer a.alive.Close()
+			defer a.alive.Release()
 			if got == nil || got.Generation != a.g {
 				t.Errorf("lease %+v, want generation %d", got, a.g)
 			}
@@ -238,7 +240,7 @@ func TestCorruptOrMissingLease(t *testing.T) {
 			if err != nil {
 				t.Fatalf("allocation with a %s lease: %v", tc.name, err)
 			}
-			defer a.alive.Close()
+			defer a.alive.Release()
 			if a.g <= high {
 				t.Errorf("allocated %d, not above %d named on disk", a.g, high)
 			}

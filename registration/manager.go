@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -53,24 +52,24 @@ type Config struct {
 	// SetUnlinkOnClose(false) (I7), so stopping the server never unlinks a path.
 	Serve func(net.Listener) error
 	// Kube is optional (NewKubeAPI). With it, registration waits for the API
-	// server (step 4) and the holder checks CSINode for the driver.
+	// server (Acquire step 4) and the holder checks CSINode for the driver.
 	Kube *KubeAPI
 }
 
 // timings are the protocol's periods and delays. Tests shorten some.
 type timings struct {
-	tick         time.Duration // loop tick: standby probe of the holder's lock, timers
-	watchdog     time.Duration // holder's periodic checks (design: 1 s)
-	retireDelay  time.Duration // rename-to-dot → unlink (design: 2 s)
+	tick         time.Duration // loop tick: the standby's check of the holder's lock, timers
+	watchdog     time.Duration // the holder's periodic checks ("Watchdog": 1 s)
+	retireDelay  time.Duration // rename-to-dot → unlink ("Retire": 2 s)
 	linger       time.Duration // registration server stays up after its last GetInfo (I5: 10 s)
 	confirmAfter time.Duration // second registration after kubelet's next reconcile (K2: 1 s period)
 	drainDelay   time.Duration // before closing a listener whose path moved to a successor
-	backoffMin   time.Duration // re-acquire backoff after Notify(false) or a failed acquire
+	backoffMin   time.Duration // re-acquire backoff after Notify(false) (Acquire step 7) or a failed acquire
 	backoffMax   time.Duration
-	apiWait      time.Duration // step 4 bound
+	apiWait      time.Duration // Acquire step 4's bound
 	csinodeGrace time.Duration // CSINode may lack the driver this long while registered
 	gcEvery      time.Duration
-	nodeInfo     time.Duration // NodeGetInfo self-check timeout
+	nodeInfo     time.Duration // timeout of the endpoint check (NodeGetInfo, I6)
 }
 
 var defaultTimings = timings{
@@ -88,63 +87,31 @@ var defaultTimings = timings{
 	nodeInfo:     10 * time.Second,
 }
 
-// Manager runs the node's side of the registration protocol
-// (registration.md §5) for one node-plugin process.
+// Manager runs the node's side of the registration protocol for one
+// node-plugin process. It is a state machine (state.go): Run's loop feeds it
+// file events, kubelet's NotifyRegistrationStatus and a tick; reconcile
+// reads the node lease and moves the process between its roles.
 type Manager struct {
 	cfg     Config
-	lay     layout
-	t       timings
+	paths   layout // every file of the protocol on this node ("Files on the node")
+	self    Holder // this process, as the leases it writes name their holder
+	timings timings
 	log     *logrus.Entry
-	started time.Time
-	retirer *retirer
 
-	events  chan any
-	done    chan struct{}
-	running atomic.Bool
-	ready   atomic.Bool
-	role    atomic.Value  // string, one of the role* constants
-	gen     atomic.Uint64 // this process's newest generation
+	// Shared with other goroutines.
+	published published // role, readiness and generation, for /readyz and metrics
+	inbox     inbox     // file events and kubelet's Notify, for the Run loop
+	running   atomic.Bool
 
 	// Everything below is owned by the Run loop.
-	life        context.Context // ends when Run returns
-	runCtx      context.Context // ends on SIGTERM
-	cur         *generation     // newest generation this process allocated
-	gens        []*generation   // generations whose registration server may still run
-	e, c        *servedSocket   // E and csi.sock while this process bound them
-	orphans     []orphan        // listeners whose path a successor took over
-	floor       uint64          // lowest acceptable next generation (Notify(false) jumps)
-	backoff     time.Duration
-	retryAt     time.Time
-	retryReason string
-	confirmAt   time.Time
-	terminating bool
-	deadline    time.Time
-	lastCheck   time.Time
-	lastGC      time.Time
-	csinode     *csinodeWatch
-	lastErr     string
-}
-
-// generation is one generation this process allocated.
-type generation struct {
-	g            uint64
-	info         NodeInfo
-	alive        *os.File // flock on g<G>.alive; nil once released
-	reg          *regServer
-	registered   bool
-	retired      bool // its socket was renamed away or unlinked by this process
-	deregistered bool // unlinked on purpose (uninstall or shutdown)
-}
-
-type orphan struct {
-	s       *servedSocket
-	closeAt time.Time
-}
-
-type notifyEvent struct {
-	g          uint64
-	registered bool
-	msg        string
+	life          context.Context // ends when Run returns
+	sigterm       termination     // "SIGTERM": the signal, and the handover grace
+	generations   generations     // the generations this process allocated
+	endpoints     endpoints       // this process's sockets on E and csi.sock
+	retirer       *retirer        // "Retire"
+	retry         retryTimer      // the next acquire after a failed one, with backoff
+	watch         watchdogState   // what the holder's "Watchdog" saw and scheduled
+	lastLoggedErr string          // logOnce's last message
 }
 
 // New validates cfg and computes every path; it fails if a socket path does
@@ -176,13 +143,13 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Serve == nil {
 		return nil, errors.New("registration: no Serve function")
 	}
-	lay := newLayout(cfg.DriverName, cfg.KubeletDir, cfg.PluginDir, cfg.RegistrationDir, cfg.CSIEndpointPath)
-	if err := lay.validate(); err != nil {
+	paths := newLayout(cfg.DriverName, cfg.KubeletDir, cfg.PluginDir, cfg.RegistrationDir, cfg.CSIEndpointPath)
+	if err := paths.validate(); err != nil {
 		return nil, fmt.Errorf("registration: %w", err)
 	}
-	dirs := []string{lay.pluginDir, lay.regDir}
-	if lay.csiEndpoint != "" {
-		dirs = append(dirs, filepath.Dir(lay.csiEndpoint))
+	dirs := []string{paths.pluginDir, paths.regDir}
+	if paths.csiEndpoint != "" {
+		dirs = append(dirs, filepath.Dir(paths.csiEndpoint))
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o750); err != nil {
@@ -192,34 +159,18 @@ func New(cfg Config) (*Manager, error) {
 	log := logrus.WithFields(logrus.Fields{"component": "registration", "driver": cfg.DriverName})
 	return &Manager{
 		cfg:     cfg,
-		lay:     lay,
-		t:       defaultTimings,
+		paths:   paths,
+		self:    Holder{Pod: cfg.PodName, PodUID: cfg.PodUID, PID: os.Getpid(), StartedAt: time.Now()},
+		timings: defaultTimings,
 		log:     log,
-		started: time.Now(),
+		inbox:   inbox{events: make(chan any, 64), done: make(chan struct{})},
 		retirer: &retirer{delay: defaultTimings.retireDelay, log: log},
-		events:  make(chan any, 64),
-		done:    make(chan struct{}),
 	}, nil
 }
 
 // Ready reports whether this process is the registered holder, or a standby
 // while a live holder exists (/readyz).
-func (m *Manager) Ready() bool { return m.ready.Load() }
-
-// post hands an event to the loop without ever blocking the caller: a
-// NotifyRegistrationStatus handler must return at once (I5).
-func (m *Manager) post(ev any) {
-	select {
-	case m.events <- ev:
-	default:
-		go func() {
-			select {
-			case m.events <- ev:
-			case <-m.done:
-			}
-		}()
-	}
-}
+func (m *Manager) Ready() bool { return m.published.ready.Load() }
 
 // Run acquires the node lease and registers with kubelet, then keeps the
 // registration healthy (watchdog) or stands by, until ctx ends (SIGTERM).
@@ -232,37 +183,37 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	life, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m.life, m.runCtx = life, ctx
-	defer close(m.done)
+	m.life, m.sigterm.signal = life, ctx
+	defer close(m.inbox.done)
 
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("registration: %w", err)
 	}
 	defer w.Close()
-	watched := []string{m.lay.pluginDir, m.lay.regDir}
-	if m.lay.csiEndpoint != "" && filepath.Dir(m.lay.csiEndpoint) != m.lay.pluginDir {
-		watched = append(watched, filepath.Dir(m.lay.csiEndpoint))
+	watched := []string{m.paths.pluginDir, m.paths.regDir}
+	if m.paths.csiEndpoint != "" && filepath.Dir(m.paths.csiEndpoint) != m.paths.pluginDir {
+		watched = append(watched, filepath.Dir(m.paths.csiEndpoint))
 	}
 	for _, d := range watched {
 		if err := w.Add(d); err != nil {
 			return fmt.Errorf("registration: watch %s: %w", d, err)
 		}
 	}
-	go m.forward(w)
+	go m.inbox.forward(w, m.log)
 
 	if m.cfg.Kube != nil && m.cfg.NodeName != "" {
-		m.csinode = watchCSINode(life, m.cfg.Kube.Client, m.cfg.NodeName, m.cfg.DriverName, m.log)
+		m.watch.csinode = watchCSINode(life, m.cfg.Kube.Client, m.cfg.NodeName, m.cfg.DriverName, m.log)
 	}
 
 	m.log.WithFields(logrus.Fields{
-		"pluginDir": m.lay.pluginDir, "registrationDir": m.lay.regDir, "endpoint": m.lay.hostEndpoint,
+		"pluginDir": m.paths.pluginDir, "registrationDir": m.paths.regDir, "endpoint": m.paths.hostEndpoint,
 	}).Info("acquiring the node registration")
 	m.setRole(roleAcquiring)
 	m.tryAcquire(reasonStart)
 	m.reconcile(true)
 
-	tick := time.NewTicker(m.t.tick)
+	tick := time.NewTicker(m.timings.tick)
 	defer tick.Stop()
 	term := ctx.Done()
 	for {
@@ -270,32 +221,14 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-term:
 			term = nil
 			m.beginTermination()
-		case ev := <-m.events:
+		case ev := <-m.inbox.events:
 			m.handle(ev)
 		case <-tick.C:
 			m.onTick()
 		}
-		if m.terminating && m.mayExit() {
+		if m.sigterm.received && m.mayExit() {
 			m.shutdown()
 			return nil
-		}
-	}
-}
-
-func (m *Manager) forward(w *fsnotify.Watcher) {
-	for {
-		select {
-		case ev, ok := <-w.Events:
-			if !ok {
-				return
-			}
-			m.post(ev)
-		case err, ok := <-w.Errors:
-			if !ok {
-				return
-			}
-			// An overflow loses events; the periodic checks still run.
-			m.log.WithError(err).Warn("file watch error")
 		}
 	}
 }
@@ -309,307 +242,87 @@ func (m *Manager) handle(ev any) {
 	}
 }
 
+// onTick runs the timers (a retry of a failed acquire, the watchdog's second
+// registration) and reconciles, with the watchdog's full check once a period.
 func (m *Manager) onTick() {
 	now := time.Now()
-	if !m.retryAt.IsZero() && !now.Before(m.retryAt) {
-		m.retryAt = time.Time{}
+	if reason, due := m.retry.due(now); due {
 		// A standby's retry is a takeover; reconcile below retries it only
 		// if the holder is still dead.
-		if m.currentRole() != roleStandby && (!m.terminating || m.isHolder()) {
-			m.tryAcquire(m.retryReason)
+		if m.published.currentRole() != roleStandby && (!m.sigterm.received || m.isHolder()) {
+			m.tryAcquire(reason)
 		}
 	}
-	if !m.confirmAt.IsZero() && !now.Before(m.confirmAt) {
-		m.confirmAt = time.Time{}
-		if m.isHolder() && !m.cur.deregistered {
+	if m.watch.confirmDue(now) {
+		if m.isHolder() && !m.generations.current.deregistered {
 			m.reregister(reasonConfirm)
 		}
 	}
-	m.reconcile(now.Sub(m.lastCheck) >= m.t.watchdog)
+	m.reconcile(now.Sub(m.watch.lastCheck) >= m.timings.watchdog)
 }
 
-// isHolder reports whether the lease names this process's newest generation.
-func (m *Manager) isHolder() bool {
-	if m.cur == nil {
-		return false
-	}
-	l, err := readLease(m.lay.leasePath())
-	return err == nil && l != nil && l.Generation == m.cur.g
-}
-
-// tryAcquire runs acquire and schedules a retry with backoff if it fails.
-func (m *Manager) tryAcquire(reason string) {
-	if err := m.acquire(reason); err != nil {
-		m.log.WithError(err).WithField("reason", reason).Warn("could not acquire the node registration; will retry")
-		m.scheduleRetry(reason)
-	}
-}
-
-func (m *Manager) scheduleRetry(reason string) {
+// onFileEvent reacts to inotify events; the periodic checks cover any that
+// are lost.
+func (m *Manager) onFileEvent(ev fsnotify.Event) {
+	dir, name := filepath.Dir(ev.Name), filepath.Base(ev.Name)
 	switch {
-	case m.backoff == 0:
-		m.backoff = m.t.backoffMin
-	default:
-		m.backoff = min(2*m.backoff, m.t.backoffMax)
+	case dir == m.paths.regDir:
+		m.onRegDirEvent(name, ev.Op)
+	case dir == m.paths.pluginDir && name == LeaseName:
+		m.reconcile(false)
+	case ev.Name == m.paths.endpoint || ev.Name == m.paths.csiEndpoint:
+		m.reconcile(true)
 	}
-	m.retryAt = time.Now().Add(m.backoff)
-	m.retryReason = reason
 }
-
-// reregister registers a new generation at once because kubelet may have
-// just deregistered the driver. The lease is read again first: a successor
-// may have taken over since the caller looked.
-func (m *Manager) reregister(reason string) {
-	if !m.isHolder() {
-		return
-	}
-	reregistrationsTotal.WithLabelValues(reason).Inc()
-	m.log.WithField("reason", reason).Warn("kubelet may have deregistered the driver; registering a new generation")
-	m.tryAcquire(reason)
-}
-
-// reregisterAfterFileEvent is reregister for a REG_DIR event that makes
-// kubelet deregister the driver in its next reconcile (K2, K4). There the
-// deregistration and our new registration run concurrently, in either order
-// (reference §1.4), so register once more after that reconcile has passed.
-func (m *Manager) reregisterAfterFileEvent(reason string) {
-	m.reregister(reason)
-	m.confirmAt = time.Now().Add(m.t.confirmAfter)
-}
-
-// acquire is registration.md §5 "Acquire", steps 1–5. Steps 6 and 7 follow
-// kubelet's NotifyRegistrationStatus (onNotify).
-func (m *Manager) acquire(reason string) error {
-	// Step 1: serve CSI on temp sockets unless this process still owns E and
-	// csi.sock, and check NodeGetInfo through them (I6).
-	var newE, newC *servedSocket
-	discard := func() {
-		for _, s := range []*servedSocket{newE, newC} {
-			if s != nil {
-				s.discard()
-			}
-		}
-	}
-	var err error
-	if m.e == nil || !m.e.owned() {
-		if newE, err = m.bindTemp(m.lay.endpoint); err != nil {
-			return err
-		}
-	}
-	if m.lay.csiEndpoint != "" && (m.c == nil || !m.c.owned()) {
-		if newC, err = m.bindTemp(m.lay.csiEndpoint); err != nil {
-			m.log.WithError(err).Warn("cannot bind a socket for --csi_endpoint; continuing with E only")
-			newC = nil
-		}
-	}
-	probe := m.lay.endpoint
-	if newE != nil {
-		probe = newE.path
-	}
-	pctx, cancel := context.WithTimeout(m.life, m.t.nodeInfo)
-	info, err := probeNodeInfo(pctx, probe)
-	cancel()
-	if err != nil {
-		discard()
-		return fmt.Errorf("CSI server not ready (I6): %w", err)
-	}
-
-	// Steps 2 and 3 in one critical section: allocate G and write the lease,
-	// then take E. Holding handover.lock across the rename keeps E with the
-	// newest generation even when acquirers race.
-	//
-	// A re-registration is the holder's alone (§5 Watchdog), and a successor
-	// may have taken the lease since the caller checked: a terminating
-	// holder reacting to the successor's registrar sidecar (S8o) would
-	// otherwise outrank the new pod, take E back and keep it until its
-	// grace ran out. So the check is repeated under the lock.
-	var holding uint64
-	if m.cur != nil && reason != reasonStart && reason != reasonTakeover {
-		holding = m.cur.g
-	}
-	var a *allocation
-	err = m.lay.withHandoverLock(func() error {
-		var err error
-		a, err = m.lay.allocateGeneration(func(g uint64) *Lease {
-			return m.newLease(g, info, PhaseStarting)
-		}, m.floor, holding)
-		if err != nil {
-			return err
-		}
-		if newE != nil {
-			if err := newE.moveTo(m.lay.endpoint); err != nil {
-				a.alive.Close()
-				os.Remove(m.lay.alivePath(a.g))
-				return fmt.Errorf("take over E: %w", err)
-			}
-		}
-		if newC != nil {
-			if err := newC.moveTo(m.lay.csiEndpoint); err != nil {
-				m.log.WithError(err).Warn("cannot take over --csi_endpoint")
-				newC.discard()
-				newC = nil
-			}
-		}
-		return nil
-	})
-	if errors.Is(err, errNotHolder) {
-		discard()
-		m.log.WithFields(logrus.Fields{"generation": holding, "reason": reason}).
-			Info("a successor took the lease first; not re-registering")
-		return nil // reconcile makes this process a standby
-	}
-	if err != nil {
-		discard()
-		return err
-	}
-
-	gen := &generation{g: a.g, info: info, alive: a.alive}
-	if prev := m.cur; prev != nil && prev.alive != nil {
-		// One lock per process: its newest generation stands for it.
-		prev.alive.Close()
-		prev.alive = nil
-	}
-	m.cur = gen
-	m.gens = append(m.gens, gen)
-	if newE != nil {
-		if m.e != nil {
-			m.orphan(m.e)
-		}
-		m.e = newE
-	}
-	if newC != nil {
-		if m.c != nil {
-			m.orphan(m.c)
-		}
-		m.c = newC
-	}
-	m.logAcquired(a, info, reason)
-	m.gen.Store(a.g)
-	generationGauge.Set(float64(a.g))
-	m.setRole(roleStarting)
-	m.updateReady(false)
-
-	// Step 4: kubelet's RegisterPlugin writes CSINode; if the API server does
-	// not answer, it fails and kubelet drops the driver (K5).
-	if m.cfg.Kube != nil && !m.waitForAPI() {
-		m.log.WithField("generation", a.g).Warn("terminating before the API server answered; not registering")
-		return nil
-	}
-
-	// Step 5, only while still the holder: a superseded generation's socket
-	// would only be refused (K7).
-	if l, err := readLease(m.lay.leasePath()); err != nil || l == nil || l.Generation != a.g {
-		m.log.WithField("generation", a.g).Info("superseded before registering")
-		return nil
-	}
-	rs, err := m.exposeRegistration(a.g)
-	if err != nil {
-		return err
-	}
-	gen.reg = rs
-	m.log.WithFields(logrus.Fields{"generation": a.g, "socket": rs.hostPath, "version": versionOf(a.g)}).
-		Info("registration socket exposed")
-	return nil
-}
-
-func (m *Manager) newLease(g uint64, info NodeInfo, phase Phase) *Lease {
-	l := &Lease{
-		Generation: g,
-		Holder: Holder{
-			Pod:       m.cfg.PodName,
-			PodUID:    m.cfg.PodUID,
-			PID:       os.Getpid(),
-			StartedAt: m.started,
-		},
-		NodeInfo:  info,
-		Phase:     phase,
-		UpdatedAt: time.Now(),
-	}
-	if name, err := m.lay.regSocketName(g); err == nil {
-		l.RegistrationSocket = filepath.Join(m.lay.hostRegDir, name)
-	}
-	return l
-}
-
-func (m *Manager) logAcquired(a *allocation, info NodeInfo, reason string) {
-	log := m.log.WithFields(logrus.Fields{"generation": a.g, "reason": reason})
-	if a.prevErr != nil {
-		log.WithError(a.prevErr).Warn("previous node lease was unreadable; replaced it")
-	}
-	if p := a.prev; p != nil && !m.ownsGeneration(p.Generation) {
-		predecessor := "dead"
-		if a.prevAlive {
-			predecessor = "live"
-		}
-		handoversTotal.WithLabelValues(predecessor).Inc()
-		log = log.WithFields(logrus.Fields{"predecessor": p.Generation, "predecessorPod": p.Holder.Pod, "predecessorAlive": a.prevAlive})
-		if p.NodeInfo.NodeID != "" && !p.NodeInfo.equal(info) {
-			// Kubelet rewrites CSINode and the node's topology labels on the
-			// next registration; a topology change can even fail it (K5).
-			log.WithFields(logrus.Fields{"previous": p.NodeInfo, "now": info}).
-				Error("NODE INFO CHANGED from the previous holder's: kubelet will rewrite CSINode for this driver")
-		}
-	}
-	log.WithField("endpoint", m.lay.hostEndpoint).Info("acquired the node lease and took over E")
-}
-
-func (m *Manager) ownsGeneration(g uint64) bool {
-	return slices.ContainsFunc(m.gens, func(x *generation) bool { return x.g == g })
-}
-
-func (m *Manager) bindTemp(target string) (*servedSocket, error) {
-	s, err := listenSocket(tempPathFor(target))
-	if err != nil {
-		return nil, fmt.Errorf("bind CSI socket next to %s: %w", target, err)
-	}
-	go func() {
-		if err := m.cfg.Serve(s.lis); err != nil && !s.closed.Load() {
-			m.log.WithError(err).WithField("socket", s.path).Warn("CSI server stopped serving a socket")
-		}
-	}()
-	return s, nil
-}
-
-// orphan schedules closing a listener whose path a successor now owns. New
-// connections can no longer reach it; the delay lets the server accept any
-// connection kubelet made just before the rename. Calls in flight finish.
-func (m *Manager) orphan(s *servedSocket) {
-	m.orphans = append(m.orphans, orphan{s: s, closeAt: time.Now().Add(m.t.drainDelay)})
-}
-
-func (m *Manager) reapOrphans(now time.Time) {
-	m.orphans = slices.DeleteFunc(m.orphans, func(o orphan) bool {
-		if now.Before(o.closeAt) {
-			return false
-		}
-		o.s.close()
-		return true
-	})
-}
-
-func (m *Manager) setRole(role string) {
-	if old := m.currentRole(); old != role {
-		m.log.WithFields(logrus.Fields{"from": old, "to": role}).Info("registration role changed")
-	}
-	m.role.Store(role)
-	setRoleMetric(role)
-}
-
-func (m *Manager) currentRole() string {
-	r, _ := m.role.Load().(string)
-	return r
-}
-
-func (m *Manager) updateReady(v bool) { m.ready.Store(v) }
 
 // logOnce logs err unless it is the same as the last one logged.
 func (m *Manager) logOnce(err error, msg string) {
 	if err == nil {
-		m.lastErr = ""
+		m.lastLoggedErr = ""
 		return
 	}
-	if s := err.Error(); s != m.lastErr {
-		m.lastErr = s
+	if s := err.Error(); s != m.lastLoggedErr {
+		m.lastLoggedErr = s
 		m.log.WithError(err).Warn(msg)
+	}
+}
+
+// inbox carries events to the Run loop: file events, and kubelet's
+// NotifyRegistrationStatus from the registration servers' goroutines.
+type inbox struct {
+	events chan any
+	done   chan struct{} // closed when Run returns
+}
+
+// post hands an event to the loop without ever blocking the caller: a
+// NotifyRegistrationStatus handler must return at once (I5).
+func (in inbox) post(ev any) {
+	select {
+	case in.events <- ev:
+	default:
+		go func() {
+			select {
+			case in.events <- ev:
+			case <-in.done:
+			}
+		}()
+	}
+}
+
+func (in inbox) forward(w *fsnotify.Watcher, log *logrus.Entry) {
+	for {
+		select {
+		case ev, ok := <-w.Events:
+			if !ok {
+				return
+			}
+			in.post(ev)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return
+			}
+			// An overflow loses events; the periodic checks still run.
+			log.WithError(err).Warn("file watch error")
+		}
 	}
 }

@@ -5,17 +5,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// The process's own view of its registration role.
-const (
-	roleAcquiring    = "acquiring"    // no generation yet
-	roleStarting     = "starting"     // holder, registration pending
-	roleRegistered   = "registered"   // holder, kubelet accepted our generation
-	roleStandby      = "standby"      // superseded by a newer generation
-	roleUninstalling = "uninstalling" // holder, deregistered on request
-)
-
-var allRoles = []string{roleAcquiring, roleStarting, roleRegistered, roleStandby, roleUninstalling}
-
 // Reasons for an acquisition that is not a re-registration.
 const (
 	reasonStart    = "start"    // this process's first generation
@@ -52,12 +41,12 @@ var (
 	}, []string{"reason"})
 )
 
-func setRoleMetric(role string) {
+func setRoleMetric(current role) {
 	for _, r := range allRoles {
 		v := 0.0
-		if r == role {
+		if r == current {
 			v = 1
 		}
-		phaseGauge.WithLabelValues(r).Set(v)
+		phaseGauge.WithLabelValues(string(r)).Set(v)
 	}
 }

@@ -1,6 +1,7 @@
 package registration
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -10,7 +11,7 @@ import (
 	"strings"
 )
 
-// File names in PLUGIN_DIR and REG_DIR (registration.md §4).
+// File names in PLUGIN_DIR and REG_DIR ("Files on the node").
 const (
 	// EndpointName is E, the one CSI endpoint kubelet is told about (I3). It is
 	// deliberately not csi.sock: a legacy Trident container may unlink
@@ -74,8 +75,10 @@ func hashDriver(driver string) string {
 	return "csi-" + hex.EncodeToString(sum[:])[:hashPrefixLen]
 }
 
-func (l layout) leasePath() string        { return filepath.Join(l.pluginDir, LeaseName) }
+func (l layout) leasePath() string { return filepath.Join(l.pluginDir, LeaseName) }
+
 func (l layout) handoverLockPath() string { return filepath.Join(l.pluginDir, HandoverLockName) }
+
 func (l layout) alivePath(g uint64) string {
 	return filepath.Join(l.pluginDir, aliveName(g))
 }
@@ -102,7 +105,7 @@ func (l layout) regSocketName(g uint64) (string, error) {
 }
 
 func (l layout) regNameFits(name string) bool {
-	// The socket is bound as "."+name (step 5) and dialed by kubelet as name.
+	// The socket is bound as "."+name (Acquire step 5) and dialed by kubelet as name.
 	return len(filepath.Join(l.regDir, "."+name)) <= maxSocketPath &&
 		len(filepath.Join(l.hostRegDir, name)) <= maxSocketPath
 }
@@ -213,7 +216,7 @@ func parseGeneration(s string) (uint64, bool) {
 }
 
 // tempSocketName returns a fresh name for a socket that is bound and then
-// renamed onto E or csi.sock (step 3). It starts with "." so nothing reads
+// renamed onto E or csi.sock (Acquire step 3). It starts with "." so nothing reads
 // it as an endpoint.
 func tempSocketName() string {
 	return tempSocketPrefix + randomHex(8) + tempSocketSuffix
@@ -221,6 +224,14 @@ func tempSocketName() string {
 
 func isTempSocketName(name string) bool {
 	return strings.HasPrefix(name, tempSocketPrefix) && strings.HasSuffix(name, tempSocketSuffix)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n/2)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return hex.EncodeToString(b)
 }
 
 // ResolveRegistrationDir returns REG_DIR as this process sees it: override

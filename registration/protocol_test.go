@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
 )
 
 func (n *testNode) endpoint() string { return filepath.Join(n.pluginDir, EndpointName) }
@@ -84,7 +86,7 @@ func TestSupersededBecomesStandby(t *testing.T) {
 	a := n.startPlugin(t, "a", nil)
 	k.waitRegistered(t, 0)
 	a.waitRole(t, roleRegistered)
-	probe := probeServed(t, k)
+	sampler := sampleServed(t, k)
 
 	b := n.startPlugin(t, "b", nil)
 	k.waitRegistered(t, a.generation())
@@ -115,7 +117,7 @@ func TestSupersededBecomesStandby(t *testing.T) {
 	if d := k.registered(); d == nil || d.version != b.generation() {
 		t.Errorf("kubelet has %+v, want B's generation", d)
 	}
-	if ok, fail, err := probe.result(); fail != 0 || ok == 0 {
+	if ok, fail, err := sampler.result(); fail != 0 || ok == 0 {
 		t.Errorf("kubelet calls through the registered endpoint: %d ok, %d failed (last: %v)", ok, fail, err)
 	}
 	assertNoDeregistration(t, k)
@@ -165,7 +167,7 @@ func TestStandbyTakesOverWhenHolderDies(t *testing.T) {
 func TestRollingUpdatesRetireWithoutUnlinking(t *testing.T) {
 	n := newTestNode(t)
 	k := startKubelet(t, n.regDir)
-	probe := probeServed(t, k)
+	sampler := sampleServed(t, k)
 	prev := n.startPlugin(t, "p0", nil)
 	k.waitRegistered(t, 0)
 	prev.waitRole(t, roleRegistered)
@@ -179,7 +181,7 @@ func TestRollingUpdatesRetireWithoutUnlinking(t *testing.T) {
 		}
 		prev = next
 	}
-	if ok, fail, err := probe.result(); fail != 0 || ok == 0 {
+	if ok, fail, err := sampler.result(); fail != 0 || ok == 0 {
 		t.Errorf("kubelet calls: %d ok, %d failed (last: %v)", ok, fail, err)
 	}
 	assertNoDeregistration(t, k)
@@ -213,7 +215,7 @@ func TestWatchdogReregistersAfterSocketDeleted(t *testing.T) {
 	g1 := a.generation()
 	old := n.regSockets()
 	// What an operator sees on /metrics (docs/registration.md).
-	if g, reg := testutil.ToFloat64(generationGauge), testutil.ToFloat64(phaseGauge.WithLabelValues(roleRegistered)); g != float64(g1) || reg != 1 {
+	if g, reg := testutil.ToFloat64(generationGauge), testutil.ToFloat64(phaseGauge.WithLabelValues(string(roleRegistered))); g != float64(g1) || reg != 1 {
 		t.Errorf("metrics: generation %v, phase registered %v; want %d and 1", g, reg, g1)
 	}
 	removedBefore := testutil.ToFloat64(reregistrationsTotal.WithLabelValues(reasonSocketRemoved))
@@ -372,7 +374,7 @@ func TestLegacySocketRecreatedReregisters(t *testing.T) {
 }
 
 // S8o's race, made deterministic through the holder's own NodeGetInfo check
-// (acquire step 1): the holder decides to re-register because a registrar
+// (Acquire step 1): the holder decides to re-register because a registrar
 // sidecar's socket appeared, and a successor takes the lease before the
 // holder reaches handover.lock. The holder must not outrank it, which would
 // take E back from the new pod until the old one's grace ran out; it stands
@@ -407,7 +409,7 @@ func TestReregistrationYieldsToSuccessor(t *testing.T) {
 	var b *allocation
 	select {
 	case b = <-successor:
-		defer b.alive.Close() // the successor stays alive
+		defer b.alive.Release() // the successor stays alive
 	case <-time.After(10 * time.Second):
 		t.Fatal("the holder never checked NodeGetInfo for a re-registration")
 	}
@@ -562,7 +564,7 @@ func TestSIGTERMServesUntilSuccessorTakesOver(t *testing.T) {
 	k := startKubelet(t, n.regDir)
 	a := n.startPlugin(t, "a", func(c *Config) { c.HandoverGrace = time.Hour })
 	a.waitRole(t, roleRegistered)
-	probe := probeServed(t, k)
+	sampler := sampleServed(t, k)
 
 	a.terminate()
 	eventually(t, "kubelet calls keep reaching A", func() bool {
@@ -576,7 +578,7 @@ func TestSIGTERMServesUntilSuccessorTakesOver(t *testing.T) {
 	}
 	k.waitRegistered(t, a.generation())
 	b.waitRole(t, roleRegistered)
-	if ok, fail, err := probe.result(); fail != 0 || ok == 0 {
+	if ok, fail, err := sampler.result(); fail != 0 || ok == 0 {
 		t.Errorf("kubelet calls: %d ok, %d failed (last: %v)", ok, fail, err)
 	}
 	assertNoDeregistration(t, k)
@@ -676,7 +678,7 @@ func TestStatusReportsHolderAndStandby(t *testing.T) {
 	}
 }
 
-// With API access: the plugin waits for the API server (step 4), and the
+// With API access: the plugin waits for the API server (Acquire step 4), and the
 // watchdog re-registers while CSINode lacks the driver.
 func TestCSINodeWatchdogReregisters(t *testing.T) {
 	n := newTestNode(t)
@@ -703,7 +705,7 @@ func TestCSINodeWatchdogReregisters(t *testing.T) {
 	if _, err := client.Resource(csinodesGVR).Update(context.Background(), csinode("node-1", testDriver), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the watch sees the driver", func() bool { has, known := a.m.csinode.hasDriver(); return has && known })
+	eventually(t, "the watch sees the driver", func() bool { has, known := a.m.watch.csinode.hasDriver(); return has && known })
 	// Let a re-registration that began before the update finish.
 	time.Sleep(2 * testTimings.watchdog)
 	eventually(t, "registered", func() bool {
@@ -818,7 +820,7 @@ func TestHolderRepairsDamagedLease(t *testing.T) {
 }
 
 func aliveHeld(t *testing.T, n *testNode, g uint64) bool {
-	held, err := isLocked(filepath.Join(n.pluginDir, aliveName(g)))
+	held, err := filelock.Locked(filepath.Join(n.pluginDir, aliveName(g)))
 	if err != nil {
 		t.Fatal(err)
 	}

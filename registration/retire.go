@@ -2,6 +2,7 @@ package registration
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"golang.org/x/sys/unix"
 )
 
 // retirer retires registration sockets: rename to a dot-name, wait, unlink.
@@ -47,85 +47,45 @@ func (r *retirer) retire(dir, name string) (bool, error) {
 // wait returns once every retired socket has been unlinked.
 func (r *retirer) wait() { r.wg.Wait() }
 
-// staleAfter is how old a leftover must be before garbage collection takes
-// it: well past any step that leaves a temp file for a moment.
-const staleAfter = 30 * time.Second
+// retire retires gen's registration socket if it is still on disk as ours.
+func (m *Manager) retire(gen *generation) {
+	if gen.reg == nil || gen.retired || !gen.reg.sock.owned() {
+		return
+	}
+	if _, err := m.retirer.retire(m.paths.regDir, gen.reg.name); err != nil {
+		m.log.WithError(err).Warn("cannot retire registration socket")
+		return
+	}
+	gen.retired = true
+}
 
-// collectGarbage removes what dead processes left behind. It runs with
-// handover.lock held, after a registration and now and then on the holder:
-//   - g<X>.alive whose lock is free (X != own);
-//   - temp sockets nobody listens on, and lease temp files;
-//   - retired registration sockets whose unlink never came (the retiring
-//     process died within the delay);
-//   - staging dot-names of registration sockets of dead generations.
-//
-// It never unlinks a non-dot name in REG_DIR (I2).
-func (l layout) collectGarbage(own uint64, log *logrus.Entry) {
-	now := time.Now()
-	stale := func(p string) bool {
-		age, ok := changedAgo(p, now)
-		return ok && age > staleAfter
+// sweepRegDir is the registered holder's retirement of every other
+// registration socket of this driver (Acquire step 6, "Garbage collection",
+// "Legacy registrar socket"): older generations, dead or alive, and the
+// legacy <driver>-reg.sock. Sockets of newer generations belong to a
+// successor and are left alone.
+func (m *Manager) sweepRegDir() {
+	ents, err := os.ReadDir(m.paths.regDir)
+	if err != nil {
+		m.logOnce(err, "cannot list the registration dir")
+		return
 	}
-	remove := func(p, what string) {
-		if err := os.Remove(p); err == nil {
-			log.WithField("path", p).Debugf("removed %s", what)
-		} else if !errors.Is(err, os.ErrNotExist) {
-			log.WithError(err).WithField("path", p).Warnf("cannot remove %s", what)
-		}
-	}
-
-	dirs := []string{l.pluginDir}
-	if l.csiEndpoint != "" && filepath.Dir(l.csiEndpoint) != l.pluginDir {
-		dirs = append(dirs, filepath.Dir(l.csiEndpoint))
-	}
-	for i, dir := range dirs {
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			name, p := e.Name(), filepath.Join(dir, e.Name())
-			switch g, isAlive := parseAliveName(name); {
-			case i == 0 && isAlive && g != own:
-				removeIfUnlocked(p, log)
-			case isTempSocketName(name) && stale(p) && !isListening(p):
-				remove(p, "stale temp socket")
-			case i == 0 && strings.HasPrefix(name, leaseTempPrefix) && stale(p):
-				remove(p, "stale lease temp file")
-			}
-		}
-	}
-
-	ents, _ := os.ReadDir(l.regDir)
 	for _, e := range ents {
-		name, p := e.Name(), filepath.Join(l.regDir, e.Name())
-		if !strings.HasPrefix(name, ".") {
-			continue // I2
-		}
-		if rest, ok := strings.CutPrefix(name, retiredPrefix); ok {
-			if k, _ := l.parseRegName(rest); k != kindForeign && stale(p) {
-				remove(p, "retired registration socket")
-			}
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || e.Type()&fs.ModeSocket == 0 {
 			continue
 		}
-		if g, ok := l.generationOfRegFile(name); ok && g != own && stale(p) {
-			if alive, err := isLocked(l.alivePath(g)); err == nil && !alive {
-				remove(p, "staging registration socket of a dead generation")
-			}
+		kind, g := m.paths.parseRegName(name)
+		if kind == kindLegacy || (kind == kindGeneration && g < m.generations.current.g) {
+			m.retireByName(name, g)
 		}
 	}
 }
 
-// removeIfUnlocked removes a g<X>.alive file whose generation is dead. It
-// unlinks while holding the lock, so no process can be locking the file at
-// that moment.
-func removeIfUnlocked(path string, log *logrus.Entry) {
-	f, err := os.Open(path)
-	if err != nil {
+func (m *Manager) retireByName(name string, g uint64) {
+	if _, err := m.retirer.retire(m.paths.regDir, name); err != nil {
+		m.log.WithError(err).WithField("socket", name).Warn("cannot retire registration socket")
 		return
 	}
-	defer f.Close()
-	if err := flock(f, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return // alive, or probed by `ontap-csi status` right now
-	}
-	if err := os.Remove(path); err == nil {
-		log.WithField("path", path).Debug("removed lock of a dead generation")
-	}
+	m.generations.markRetired(name, g)
 }

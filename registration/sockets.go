@@ -1,8 +1,6 @@
 package registration
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,10 +8,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // fileID identifies a file independently of its name, so that a process can
@@ -54,8 +48,12 @@ func listenSocket(path string) (*servedSocket, error) {
 	return &servedSocket{path: path, lis: lis, id: id}, nil
 }
 
-// owned reports whether s.path still names the file this process bound.
+// owned reports whether s.path still names the file this process bound;
+// never for no socket (nil).
 func (s *servedSocket) owned() bool {
+	if s == nil {
+		return false
+	}
 	id, err := statID(s.path)
 	return err == nil && id == s.id
 }
@@ -90,31 +88,6 @@ func (s *servedSocket) discard() {
 	if s.owned() {
 		os.Remove(s.path)
 	}
-}
-
-// probeNodeInfo calls NodeGetInfo through the socket at path, as kubelet
-// will. I6: a process exposes nothing before this succeeds, because a failing
-// NodeGetInfo during RegisterPlugin makes kubelet drop the driver (K5).
-func probeNodeInfo(ctx context.Context, path string) (NodeInfo, error) {
-	conn, err := grpc.NewClient("unix:"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return NodeInfo{}, err
-	}
-	defer conn.Close()
-	resp, err := csi.NewNodeClient(conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{}, grpc.WaitForReady(true))
-	if err != nil {
-		return NodeInfo{}, fmt.Errorf("NodeGetInfo on %s: %w", path, err)
-	}
-	if resp.GetNodeId() == "" {
-		// Kubelet's InstallCSIDriver refuses an empty node ID and then drops
-		// the driver (K5).
-		return NodeInfo{}, errors.New("NodeGetInfo returned an empty node id")
-	}
-	return NodeInfo{
-		NodeID:            resp.GetNodeId(),
-		Topology:          resp.GetAccessibleTopology().GetSegments(),
-		MaxVolumesPerNode: resp.GetMaxVolumesPerNode(),
-	}, nil
 }
 
 // isListening reports whether something accepts connections on the unix

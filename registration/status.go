@@ -1,17 +1,14 @@
 package registration
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/sirupsen/logrus"
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
 )
 
 // NodeStatus is the node's registration state as found on disk, for
@@ -48,7 +45,7 @@ const (
 	SocketCSIEndpoint    = "csi-endpoint"        // csi.sock (--csi_endpoint)
 	SocketRegistration   = "registration"        // <driver>-g<G>-reg.sock
 	SocketLegacy         = "legacy-registration" // node-driver-registrar's <driver>-reg.sock
-	SocketStaging        = "staging"             // a registration socket before its rename (step 5)
+	SocketStaging        = "staging"             // a registration socket before its rename (Acquire step 5)
 	SocketRetired        = "retired"             // renamed away, unlinked shortly
 	SocketTemporary      = "temporary"           // bound, about to be renamed onto E or csi.sock
 	SocketForeign        = "other"               // carries the driver name, not ours
@@ -65,7 +62,7 @@ type SocketStatus struct {
 }
 
 // Status reads the lease, the generations and the sockets of driver in
-// pluginDir and regDir. It changes nothing; liveness is probed with a
+// pluginDir and regDir. It changes nothing; liveness is checked with a
 // momentary shared lock and a connect, neither of which kubelet notices.
 func Status(pluginDir, regDir, driver string) (*NodeStatus, error) {
 	lay := newLayout(driver, "/", pluginDir, regDir, "")
@@ -83,25 +80,41 @@ func Status(pluginDir, regDir, driver string) (*NodeStatus, error) {
 		st.Lease = lease
 	}
 
-	gens := map[uint64]*GenerationStatus{}
-	genOf := func(g uint64) *GenerationStatus {
-		if gens[g] == nil {
-			gens[g] = &GenerationStatus{Generation: g}
-		}
-		return gens[g]
-	}
+	gens := generationTable{}
 	if lease != nil && lease.Generation != 0 {
-		genOf(lease.Generation).Holder = true
+		gens.of(lease.Generation).Holder = true
 	}
+	if err := st.scanPluginDir(lay, gens); err != nil {
+		return nil, err
+	}
+	st.scanRegDir(lay, gens)
+	if err := st.addGenerations(lay, gens); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
 
+// generationTable collects the generations found on disk.
+type generationTable map[uint64]*GenerationStatus
+
+func (t generationTable) of(g uint64) *GenerationStatus {
+	if t[g] == nil {
+		t[g] = &GenerationStatus{Generation: g}
+	}
+	return t[g]
+}
+
+// scanPluginDir reports the sockets in PLUGIN_DIR, and notes the
+// generation of every g<G>.alive.
+func (st *NodeStatus) scanPluginDir(lay layout, gens generationTable) error {
 	ents, err := os.ReadDir(lay.pluginDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, e := range ents {
 		name, p := e.Name(), filepath.Join(lay.pluginDir, e.Name())
 		if g, ok := parseAliveName(name); ok {
-			genOf(g)
+			gens.of(g)
 			continue
 		}
 		if e.Type()&fs.ModeSocket == 0 {
@@ -118,8 +131,15 @@ func Status(pluginDir, regDir, driver string) (*NodeStatus, error) {
 		}
 		st.Sockets = append(st.Sockets, SocketStatus{Path: p, Role: role, Listening: isListening(p)})
 	}
+	return nil
+}
 
-	if ents, err = os.ReadDir(lay.regDir); err != nil {
+// scanRegDir reports this driver's sockets in REG_DIR, and notes each
+// generation's registration socket. A REG_DIR that cannot be read is
+// reported in RegistrationError.
+func (st *NodeStatus) scanRegDir(lay layout, gens generationTable) {
+	ents, err := os.ReadDir(lay.regDir)
+	if err != nil {
 		st.RegistrationError = fmt.Sprintf("%v (kubelet's plugins_registry: check --kubelet-dir against kubelet's --root-dir; inside a pod that mounts the host at /host, pass --host-root /host)", err)
 	}
 	for _, e := range ents {
@@ -128,37 +148,50 @@ func Status(pluginDir, regDir, driver string) (*NodeStatus, error) {
 			continue
 		}
 		s := SocketStatus{Path: p}
-		switch rest, retired := strings.CutPrefix(name, retiredPrefix); {
-		case retired:
-			if k, g := lay.parseRegName(rest); k != kindForeign {
-				s.Role, s.Generation = SocketRetired, g
-			}
-		case strings.HasPrefix(name, "."):
-			if g, ok := lay.generationOfRegFile(name); ok {
-				s.Role, s.Generation = SocketStaging, g
-			}
-		default:
-			switch k, g := lay.parseRegName(name); {
-			case k == kindGeneration:
-				s.Role, s.Generation = SocketRegistration, g
-				genOf(g).RegistrationSocket = p
-			case k == kindLegacy:
-				s.Role = SocketLegacy
-			case strings.Contains(name, driver):
-				s.Role = SocketForeign
-			}
-		}
+		s.Role, s.Generation = lay.regSocketRole(name)
 		if s.Role == "" {
 			continue // another driver's
+		}
+		if s.Role == SocketRegistration {
+			gens.of(s.Generation).RegistrationSocket = p
 		}
 		s.Listening = isListening(p)
 		st.Sockets = append(st.Sockets, s)
 	}
+}
 
+// regSocketRole classifies a socket in REG_DIR; the role is "" for another
+// driver's.
+func (l layout) regSocketRole(name string) (string, uint64) {
+	switch rest, retired := strings.CutPrefix(name, retiredPrefix); {
+	case retired:
+		if k, g := l.parseRegName(rest); k != kindForeign {
+			return SocketRetired, g
+		}
+	case strings.HasPrefix(name, "."):
+		if g, ok := l.generationOfRegFile(name); ok {
+			return SocketStaging, g
+		}
+	default:
+		switch k, g := l.parseRegName(name); {
+		case k == kindGeneration:
+			return SocketRegistration, g
+		case k == kindLegacy:
+			return SocketLegacy, 0
+		case strings.Contains(name, l.driver):
+			return SocketForeign, 0
+		}
+	}
+	return "", 0
+}
+
+// addGenerations reports every generation found, and whether its process
+// is alive, in order.
+func (st *NodeStatus) addGenerations(lay layout, gens generationTable) error {
 	for g, gs := range gens {
-		alive, err := isLocked(lay.alivePath(g))
+		alive, err := filelock.Locked(lay.alivePath(g))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		gs.Alive = alive
 		if gs.Holder {
@@ -167,7 +200,7 @@ func Status(pluginDir, regDir, driver string) (*NodeStatus, error) {
 		st.Generations = append(st.Generations, *gs)
 	}
 	slices.SortFunc(st.Generations, func(a, b GenerationStatus) int { return compareUint(a.Generation, b.Generation) })
-	return st, nil
+	return nil
 }
 
 func compareUint(a, b uint64) int {
@@ -178,128 +211,4 @@ func compareUint(a, b uint64) int {
 		return 1
 	}
 	return 0
-}
-
-// DeregisterResult reports what Deregister did.
-type DeregisterResult struct {
-	// Generation is the lease's generation when it was marked uninstalling.
-	Generation  uint64 `json:"generation"`
-	HolderPod   string `json:"holderPod,omitempty"`
-	HolderAlive bool   `json:"holderAlive"`
-	// ByHolder: the live holder removed its own registration socket.
-	ByHolder bool `json:"deregisteredByHolder"`
-	// Unlinked are the registration sockets Deregister removed itself
-	// (no live holder did it); each removal makes kubelet deregister.
-	Unlinked []string `json:"unlinked,omitempty"`
-	// Retired are leftover sockets renamed away without a deregistration,
-	// after the holder had deregistered.
-	Retired []string `json:"retired,omitempty"`
-}
-
-// Deregister is the uninstall path (registration.md §5 "Uninstall"): mark
-// the lease uninstalling, so the holder removes its registration socket
-// (kubelet then deregisters the driver and removes its CSINode entry) and
-// nothing re-registers until a new process starts. If no live holder does
-// so before ctx ends, Deregister removes the registration sockets itself.
-func Deregister(ctx context.Context, pluginDir, regDir, driver string) (*DeregisterResult, error) {
-	lay := newLayout(driver, "/", pluginDir, regDir, "")
-	if !isDir(pluginDir) {
-		return nil, fmt.Errorf("plugin dir %s does not exist (see --plugin-dir, --host-root)", pluginDir)
-	}
-	if !isDir(regDir) {
-		return nil, fmt.Errorf("registration dir %s does not exist (see --registration-dir, --host-root)", regDir)
-	}
-	log := logrus.WithFields(logrus.Fields{"component": "registration", "driver": driver})
-
-	var lease *Lease
-	var own string // the holder's registration socket, if on disk before the mark
-	err := lay.withHandoverLock(func() error {
-		l, err := readLease(lay.leasePath())
-		if err != nil && !errors.Is(err, errCorruptLease) {
-			return err
-		}
-		if l == nil {
-			// Name the newest generation on disk, so the holder, if any,
-			// recognises the mark as meant for it.
-			g, err := lay.maxGenerationOnDisk()
-			if err != nil {
-				return err
-			}
-			l = &Lease{Generation: g}
-		}
-		if l.RegistrationSocket != "" {
-			if p := filepath.Join(lay.regDir, filepath.Base(l.RegistrationSocket)); isSocket(p) {
-				own = p
-			}
-		}
-		l.Phase, l.UpdatedAt = PhaseUninstalling, time.Now()
-		lease = l
-		return writeLease(lay.leasePath(), l)
-	})
-	if err != nil {
-		return nil, err
-	}
-	res := &DeregisterResult{Generation: lease.Generation, HolderPod: lease.Holder.Pod}
-	if res.HolderAlive, err = isLocked(lay.alivePath(lease.Generation)); err != nil {
-		return nil, err
-	}
-
-	// Wait for the holder to remove its socket.
-	if res.HolderAlive && own != "" {
-		res.ByHolder = waitGone(ctx, own, lay.alivePath(lease.Generation))
-	}
-
-	rt := &retirer{delay: defaultTimings.retireDelay, log: log}
-	ents, err := os.ReadDir(lay.regDir)
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range ents {
-		name, p := e.Name(), filepath.Join(lay.regDir, e.Name())
-		if strings.HasPrefix(name, ".") || e.Type()&fs.ModeSocket == 0 {
-			continue
-		}
-		if k, _ := lay.parseRegName(name); k == kindForeign {
-			continue
-		}
-		if res.ByHolder {
-			// Kubelet has already dropped the driver; a rename away makes
-			// no second deregistration (K1).
-			if ok, err := rt.retire(lay.regDir, name); err != nil {
-				return nil, err
-			} else if ok {
-				res.Retired = append(res.Retired, p)
-			}
-			continue
-		}
-		// No live holder did it: this is the explicit deregistration, I2's
-		// one exception. Kubelet deregisters for any of these it holds (K4).
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
-		log.WithField("socket", p).Info("removed registration socket")
-		res.Unlinked = append(res.Unlinked, p)
-	}
-	rt.wait()
-	return res, nil
-}
-
-// waitGone waits until path is gone (true), or its holder's lock at alive is
-// free, or ctx ends (false).
-func waitGone(ctx context.Context, path, alive string) bool {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
-			return true
-		}
-		if held, _ := isLocked(alive); !held {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tick.C:
-		}
-	}
 }

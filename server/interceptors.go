@@ -71,6 +71,9 @@ func unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		}
 		code := status.Code(err)
 		operationSeconds.WithLabelValues(method, code.String()).Observe(time.Since(start).Seconds())
+		if op := tridentOperation(method, req); op != "" {
+			ObserveTridentOperation(op, start, err)
+		}
 		l := log.WithFields(logrus.Fields{"code": code.String(), "duration": time.Since(start).Round(time.Microsecond).String()})
 		switch {
 		case err != nil && code != codes.NotFound && code != codes.AlreadyExists && code != codes.Unimplemented:

@@ -53,6 +53,10 @@ func NewBackend(cfg *config.Backend, opts Options) (backends.Backend, error) {
 		s := &sanDriver{driver: d}
 		d.initProtocol, d.lunSizes = s.init, s.readLUNSizes
 		return s, nil
+	case config.DriverONTAPNASEconomy:
+		return newNASEconomy(d), nil
+	case config.DriverONTAPSANEconomy:
+		return newSANEconomy(d), nil
 	}
 	return nil, fmt.Errorf("backend %s (%s): storage driver %q is not supported", cfg.BackendName, cfg.Source, cfg.StorageDriverName)
 }
@@ -88,6 +92,9 @@ type driver struct {
 	pools          []backends.Pool
 	installationID string
 	backendUUID    string
+	// largeVolumes: the cluster runs ONTAP 9.12.1 or later (sizes.go).
+	largeVolumes bool
+	ontapVersion string
 
 	// igroupLocks serializes publish and unpublish per igroup, so that an
 	// unpublish deleting a node's last LUN map and emptied igroup cannot
@@ -107,6 +114,14 @@ func (d *driver) Close() error {
 
 func (d *driver) Driver() string { return d.cfg.StorageDriverName }
 
+// Describe implements backends.Describer; the UUID is known once ONTAP
+// answered.
+func (d *driver) Describe() backends.Description {
+	d.initMu.Lock()
+	defer d.initMu.Unlock()
+	return backends.Description{UUID: d.backendUUID, SVM: d.cfg.SVM, ManagementLIF: d.cfg.ManagementLIF}
+}
+
 // MinimumVolumeSize is ONTAP's (and Trident's) smallest FlexVol.
 const MinimumVolumeSize = 20 << 20
 
@@ -118,23 +133,33 @@ func (d *driver) Limits() backends.Limits {
 	}
 }
 
-// ready connects to ONTAP once: it finds the SVM, derives the identifiers
-// and pools, and lets the protocol check its service.
+// ready connects to ONTAP once. Its failures are what any call may meet
+// while ONTAP cannot be used, so they name the backend (once: see
+// backends.Named).
 func (d *driver) ready(ctx context.Context) error {
 	d.initMu.Lock()
 	defer d.initMu.Unlock()
 	if d.svm != nil {
 		return nil
 	}
+	return backends.Named(d.Name(), d.connect(ctx))
+}
+
+// connect finds the SVM, derives the identifiers and pools, and lets the
+// protocol check its service. Called with initMu held.
+func (d *driver) connect(ctx context.Context) error {
 	svm, err := d.client.SVM(ctx)
 	if err != nil {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: cannot reach SVM %s: %w", d.Name(), d.cfg.SVM, err)
+		return d.unreachable(err)
 	}
 	if svm.State != "" && svm.State != "running" {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: SVM %s is %s", d.Name(), svm.Name, svm.State)
+		return backends.Errorf(backends.ErrUnavailable, "SVM %s is %s", svm.Name, svm.State)
 	}
 	if a := d.cfg.Aggregate; a != "" && !slices.ContainsFunc(svm.Aggregates, func(x rest.SVMAggregate) bool { return x.Name == a }) {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: aggregate %s is not assigned to SVM %s", d.Name(), a, svm.Name)
+		return backends.Errorf(backends.ErrUnavailable, "aggregate %s is not assigned to SVM %s", a, svm.Name)
+	}
+	if err := d.checkBalancedPlacement(ctx); err != nil {
+		return err
 	}
 	if d.initProtocol != nil {
 		if err := d.initProtocol(ctx); err != nil {
@@ -146,6 +171,14 @@ func (d *driver) ready(ctx context.Context) error {
 		d.installationID = nameUUID("ontap-csi:igroups:" + svm.UUID)
 	}
 	d.backendUUID = nameUUID("ontap-csi:backend:" + svm.UUID + ":" + d.cfg.BackendName)
+	large, version, err := d.client.LargeVolumes(ctx)
+	if err != nil {
+		// Only sizes over 100 TiB depend on it: without the version they
+		// are refused, everything else works.
+		logrus.WithContext(ctx).WithField("backend", d.Name()).WithError(err).Warn("cannot read the ONTAP version; volumes over 100 TiB are refused")
+		version = "an unknown version"
+	}
+	d.largeVolumes, d.ontapVersion = large, version
 	d.pools = d.buildPools(svm)
 	d.svm = svm
 	logrus.WithContext(ctx).WithFields(logrus.Fields{
@@ -154,8 +187,42 @@ func (d *driver) ready(ctx context.Context) error {
 	return nil
 }
 
+// unreachable explains a failed first contact with ONTAP. An untrusted
+// certificate gets both fixes: Trident never verified ONTAP's certificate,
+// so a backend carried over from Trident often has no trustedCACertificate.
+func (d *driver) unreachable(err error) error {
+	cert := rest.CertificateError(err)
+	if cert == nil {
+		return backends.Errorf(backends.ErrUnavailable, "cannot reach SVM %s: %w", d.cfg.SVM, err)
+	}
+	lif := d.cfg.ManagementLIF
+	what := "is not trusted"
+	if len(d.cfg.TrustedCACertificate) > 0 {
+		what = "does not verify against trustedCACertificate"
+	}
+	return backends.Errorf(backends.ErrUnavailable, "the TLS certificate ONTAP presents at %s %s (%w); "+
+		"set trustedCACertificate to the base64 PEM of the CA that signed it (`ontap-csi certificate %s` prints it), "+
+		"or set insecureSkipTLSVerify: true for a first test only", lif, what, cert, lif)
+}
+
+// checkBalancedPlacement refuses a backend whose pools ask for balanced
+// placement on an ONTAP that cannot do it, as Trident does at start.
+func (d *driver) checkBalancedPlacement(ctx context.Context) error {
+	if !d.usesBalancedPlacement() {
+		return nil
+	}
+	ok, release, err := d.client.SupportsBalancedPlacement(ctx)
+	if err != nil {
+		return backends.Errorf(backends.ErrUnavailable, "reading the ONTAP version: %w", err)
+	}
+	if !ok {
+		return backends.Errorf(backends.ErrUnavailable, "useBalancedPlacement needs ONTAP 9.19.1 or later; the cluster runs %s", release)
+	}
+	return nil
+}
+
 func (d *driver) protocol() backends.Protocol {
-	if d.cfg.StorageDriverName == config.DriverONTAPSAN {
+	if d.cfg.IsSAN() {
 		return backends.ProtocolBlock
 	}
 	return backends.ProtocolFile

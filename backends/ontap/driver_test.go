@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
 	"net/url"
 	"reflect"
@@ -34,11 +35,23 @@ func simBackend(t *testing.T, driver string, simCfg ontapsim.Config, extra map[s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	base, err := s.Start("127.0.0.1:0", true)
-	if err != nil {
+	if _, err := s.Start("127.0.0.1:0", true); err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse(base)
+	return simBackendOn(t, s, driver, extra)
+}
+
+// simBackendOn is a driver on a running simulator: a second one is a second
+// controller of the same SVM.
+func simBackendOn(t *testing.T, s *ontapsim.Simulator, driver string, extra map[string]any) (backends.Backend, *ontapsim.Simulator) {
+	t.Helper()
+	return simBackendOpts(t, s, driver, extra, ontap.Options{}), s
+}
+
+// simBackendOpts is simBackendOn with driver options.
+func simBackendOpts(t *testing.T, s *ontapsim.Simulator, driver string, extra map[string]any, opts ontap.Options) backends.Backend {
+	t.Helper()
+	u, _ := url.Parse(s.URL())
 	cfg := map[string]any{
 		"version": 1, "storageDriverName": driver, "backendName": "b1", "managementLIF": u.Host,
 		"svm": s.Info().SVM, "username": "admin", "password": "password",
@@ -52,13 +65,17 @@ func simBackend(t *testing.T, driver string, simCfg ontapsim.Config, extra map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ontap.NewBackend(bc, ontap.Options{Client: func(c *rest.ClientConfig) {
+	opts.Client = func(c *rest.ClientConfig) {
 		c.RetryBaseDelay, c.RetryMaxDelay, c.JobPollInitial, c.JobPollMax = time.Millisecond, 10*time.Millisecond, time.Millisecond, 10*time.Millisecond
-	}})
+	}
+	b, err := ontap.NewBackend(bc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, s
+	if c, ok := b.(io.Closer); ok {
+		t.Cleanup(func() { c.Close() })
+	}
+	return b
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -256,9 +273,12 @@ func TestNASStaticExportPolicy(t *testing.T) {
 }
 
 func TestSANCreateLayout(t *testing.T) {
-	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, map[string]any{"defaults": map[string]any{"fileSystemType": "xfs"}})
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, map[string]any{"defaults": map[string]any{"fileSystemType": "xfs", "unixPermissions": "0750"}})
 	vol := create(t, b, "pvc-l", 10*gib, backends.AccessMount)
 	v := simVolume(t, s, "trident_pvc_l")
+	if v.UnixPermissions != 750 { // as Trident's ontap-san sets it
+		t.Errorf("FlexVol unix permissions %d", v.UnixPermissions)
+	}
 	luns := s.LUNs()
 	if len(luns) != 1 || luns[0].Path != "/vol/trident_pvc_l/lun0" || luns[0].Size != 10*gib || luns[0].OSType != "linux" {
 		t.Fatalf("LUNs %+v", luns)
@@ -842,5 +862,53 @@ func TestFullAggregateIsExhausted(t *testing.T) {
 				t.Fatalf("thin volume larger than the aggregate: %v", err)
 			}
 		})
+	}
+}
+
+// ONTAP's size limits (sizes.go) are the driver's: a size ONTAP cannot hold
+// is OutOfRange before anything is made, and a FlexVol over 100 TiB gets
+// large size enabled where ONTAP has it (9.12.1+).
+func TestSizeLimits(t *testing.T) {
+	nas, s := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{}, nil)
+	before := len(s.Volumes())
+	for _, size := range []int64{1 << 60, 301 << 40} {
+		_, err := nas.CreateVolume(ctxT(t), &backends.CreateRequest{Name: "pvc-huge", Pool: "aggr1", SizeBytes: size, AccessType: backends.AccessMount})
+		if !errors.Is(err, backends.ErrOutOfRange) || !strings.Contains(err.Error(), "300 TiB") {
+			t.Fatalf("%d bytes: %v, want out of range", size, err)
+		}
+	}
+	if len(s.Volumes()) != before || len(s.ExportPolicies()) != 1 {
+		t.Fatal("a refused create changed ONTAP")
+	}
+	big := create(t, nas, "pvc-big", 150<<40, backends.AccessMount)
+	if v := simVolume(t, s, "trident_pvc_big"); !v.LargeSize || v.Size < 150<<40 {
+		t.Fatalf("150 TiB volume: %+v", v)
+	}
+	small := create(t, nas, "pvc-small", 1<<30, backends.AccessMount)
+	if _, err := nas.ExpandVolume(ctxT(t), small, 200<<40); err != nil {
+		t.Fatal(err)
+	}
+	if v := simVolume(t, s, "trident_pvc_small"); !v.LargeSize || v.Size < 200<<40 {
+		t.Fatalf("volume grown to 200 TiB: %+v", v)
+	}
+	if _, err := nas.ExpandVolume(ctxT(t), big, 400<<40); !errors.Is(err, backends.ErrOutOfRange) {
+		t.Fatalf("grow to 400 TiB: %v", err)
+	}
+
+	// Before 9.12.1 there are no large volumes: 100 TiB and 16 TiB LUNs.
+	old, oldSim := simBackend(t, config.DriverONTAPNAS, ontapsim.Config{ONTAPVersion: "9.11.1"}, nil)
+	_, err := old.CreateVolume(ctxT(t), &backends.CreateRequest{Name: "pvc-big", Pool: "aggr1", SizeBytes: 150 << 40, AccessType: backends.AccessMount})
+	if !errors.Is(err, backends.ErrOutOfRange) || !strings.Contains(err.Error(), "9.11.1") {
+		t.Fatalf("150 TiB on ONTAP 9.11.1: %v", err)
+	}
+	if len(oldSim.Volumes()) != 1 {
+		t.Fatal("a refused create changed ONTAP")
+	}
+	san, _ := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{ONTAPVersion: "9.11.1"}, nil)
+	for _, size := range []int64{17 << 40, 129 << 40} {
+		_, err := san.CreateVolume(ctxT(t), &backends.CreateRequest{Name: "pvc-lun", Pool: "aggr1", SizeBytes: size, AccessType: backends.AccessBlock, FSType: backends.FSTypeRaw})
+		if !errors.Is(err, backends.ErrOutOfRange) {
+			t.Fatalf("LUN of %d bytes on ONTAP 9.11.1: %v", size, err)
+		}
 	}
 }

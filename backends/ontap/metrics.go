@@ -15,3 +15,18 @@ var driftedRules = promauto.NewCounterVec(prometheus.CounterOpts{
 	Name:      "export_rules_repaired_total",
 	Help:      "Export rules that ControllerPublishVolume found drifted on ONTAP and replaced, by backend.",
 }, []string{"backend"})
+
+// poolsCreated and poolsDeleted count the FlexVols the economy drivers
+// made and removed as pools, by backend.
+var (
+	poolsCreated = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "ontap_csi",
+		Name:      "economy_pools_created_total",
+		Help:      "Pool FlexVols an economy backend created, by backend.",
+	}, []string{"backend"})
+	poolsDeleted = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "ontap_csi",
+		Name:      "economy_pools_deleted_total",
+		Help:      "Empty pool FlexVols an economy backend deleted, by backend.",
+	}, []string{"backend"})
+)

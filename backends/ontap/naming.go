@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// ONTAP name limits (ontap-rest.md §4.1).
+// ONTAP name limits (docs/design/ontap-rest.md §4.1).
 const (
 	maxVolumeName   = 203
 	maxSnapshotName = 255
@@ -30,6 +30,7 @@ var (
 	// legacyBackendPolicyRE: Trident ≤ 24.10 autoExportPolicy used one
 	// policy per backend, "trident-<backendUUID>", shared by all volumes.
 	legacyBackendPolicyRE = regexp.MustCompile(`^trident-` + uuidRE + `$`)
+	wholeUUIDRE           = regexp.MustCompile(`^` + uuidRE + `$`)
 )
 
 // tridentName is Trident's mapping of a name to an ONTAP volume name
@@ -125,20 +126,26 @@ func igroupName(node, installationID string) string {
 	return node[:keep] + "_" + hashSuffix(node)[:8] + "-" + installationID
 }
 
-// nodeIgroupRE matches the per-node igroups of node made by any
-// installation: ours, and Trident's (which truncates long node names).
-func nodeIgroupRE(node, installationID string) *regexp.Regexp {
+// isNodeIgroup reports whether name is a per-node igroup of node made by
+// any installation: ours, or Trident's (which truncates long node names).
+// The node name is compared as a string, never compiled into a pattern: it
+// comes from the CO.
+func isNodeIgroup(name, node, installationID string) bool {
+	if name == igroupName(node, installationID) {
+		return true
+	}
 	tridentNode := node
 	if max := maxIgroupName - 36 - 1; len(tridentNode) > max {
 		tridentNode = tridentNode[:max]
 	}
-	return regexp.MustCompile(`^(?:` + regexp.QuoteMeta(igroupName(node, installationID)) + `|` +
-		regexp.QuoteMeta(tridentNode) + `-` + uuidRE + `)$`)
+	rest, ok := strings.CutPrefix(name, tridentNode+"-")
+	return ok && wholeUUIDRE.MatchString(rest)
 }
 
-// anyNodeIgroupRE matches every per-node igroup of the installation.
-func anyNodeIgroupRE(installationID string) *regexp.Regexp {
-	return regexp.MustCompile(`^.+-` + regexp.QuoteMeta(installationID) + `$`)
+// isAnyNodeIgroup reports whether name is a per-node igroup of the
+// installation.
+func isAnyNodeIgroup(name, installationID string) bool {
+	return len(name) > len(installationID)+1 && strings.HasSuffix(name, "-"+installationID)
 }
 
 // emptyPolicyName is the export policy without rules that volumes carry

@@ -83,7 +83,6 @@ func TestIgroupName(t *testing.T) {
 	if len(a) > maxIgroupName || len(b) > maxIgroupName || a == b || !strings.HasSuffix(a, "-"+id) {
 		t.Errorf("long node names: %q (%d), %q", a, len(a), b)
 	}
-	re := nodeIgroupRE("worker-1", id)
 	for name, want := range map[string]bool{
 		"worker-1-" + id: true,
 		"worker-1-9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a": true, // Trident's
@@ -93,13 +92,13 @@ func TestIgroupName(t *testing.T) {
 		"xworker-1-" + id:      false,
 		"worker-1-" + id + "x": false,
 	} {
-		if got := re.MatchString(name); got != want {
-			t.Errorf("nodeIgroupRE matches %q: %v, want %v", name, got, want)
+		if got := isNodeIgroup(name, "worker-1", id); got != want {
+			t.Errorf("isNodeIgroup(%q): %v, want %v", name, got, want)
 		}
 	}
 	// Trident truncates long node names to fit 96 characters.
 	long := strings.Repeat("n", 80)
-	if !nodeIgroupRE(long, id).MatchString(long[:59] + "-9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a") {
+	if !isNodeIgroup(long[:59]+"-9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a", long, id) {
 		t.Error("Trident's truncated igroup name not recognised")
 	}
 }
@@ -112,4 +111,49 @@ func TestNameUUID(t *testing.T) {
 	if u != nameUUID("ontap-csi:igroups:svm-uuid") || u == nameUUID("ontap-csi:igroups:other") {
 		t.Error("nameUUID is not a function of its name")
 	}
+}
+
+// FuzzNames: the ONTAP names both drivers derive from CSI names are names
+// ONTAP takes (docs/design/ontap-rest.md §4.1), the same for the same input,
+// and two CSI names share an ONTAP volume name only where Trident's own
+// mapping makes them share it (so volumes Trident made are found): a name
+// that had to be shortened or sanitized carries a hash of all of it.
+func FuzzNames(f *testing.F) {
+	f.Add("trident_", "pvc-3a5e0d3c-1111-2222-3333-444455556666", "pvc-3a5e0d3c-1111-2222-3333-444455556667", "node-1")
+	f.Add("", "9lives", "ünïcode", strings.Repeat("n", 300))
+	f.Add("t-", "a/b", "a b", "")
+	validVolume := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,202}$`)
+	validLUN := regexp.MustCompile(`^/vol/[A-Za-z_][A-Za-z0-9_]{0,202}/lun0$`)
+	const installation = "6a1f9c2e-3b4d-5e6f-8a9b-0c1d2e3f4a5b"
+	f.Fuzz(func(t *testing.T, prefix, a, b, node string) {
+		if !validVolume.MatchString(tridentName(prefix)+"x") || len(prefix) > 64 {
+			return // a storage prefix the backend config refuses
+		}
+		va, vb := volumeName(prefix, a), volumeName(prefix, b)
+		if !validVolume.MatchString(va) || va != volumeName(prefix, a) {
+			t.Fatalf("volumeName(%q, %q) = %q", prefix, a, va)
+		}
+		if va == vb && a != b && tridentName(prefix+a) != tridentName(prefix+b) {
+			t.Fatalf("%q and %q share ONTAP volume %q", a, b, va)
+		}
+		if !validLUN.MatchString(lunPath(va)) {
+			t.Fatalf("LUN path %q", lunPath(va))
+		}
+		if pv, ok := pvNameFromVolume(prefix, va); ok && volumeName(prefix, pv) != va {
+			t.Fatalf("volume %q maps back to PV %q, which maps to %q", va, pv, volumeName(prefix, pv))
+		}
+		if sn := snapshotName(a); len(sn) > maxSnapshotName || !printableASCII(sn) || strings.ContainsAny(sn, "/,") || sn == "" || sn != snapshotName(a) {
+			t.Fatalf("snapshotName(%q) = %q", a, sn)
+		}
+		if node == "" {
+			return
+		}
+		ig := igroupName(node, installation)
+		if len(ig) > maxIgroupName || !isAnyNodeIgroup(ig, installation) || !isNodeIgroup(ig, node, installation) {
+			t.Fatalf("igroupName(%q) = %q", node, ig)
+		}
+		if other := igroupName(node+"x", installation); other == ig {
+			t.Fatalf("nodes %q and %q share igroup %q", node, node+"x", ig)
+		}
+	})
 }

@@ -30,7 +30,7 @@ func (n *nasDriver) init(ctx context.Context) error {
 	}
 	lifs, err := n.client.DataLIFs(ctx, rest.ServiceDataNFS)
 	if err != nil {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: listing NFS data LIFs: %w", n.Name(), err)
+		return backends.Errorf(backends.ErrUnavailable, "listing NFS data LIFs: %w", err)
 	}
 	for _, l := range lifs {
 		if l.State == "up" {
@@ -38,7 +38,7 @@ func (n *nasDriver) init(ctx context.Context) error {
 			return nil
 		}
 	}
-	return backends.Errorf(backends.ErrUnavailable, "backend %s: SVM %s has no NFS data LIF that is up", n.Name(), n.cfg.SVM)
+	return backends.Errorf(backends.ErrUnavailable, "SVM %s has no NFS data LIF that is up", n.cfg.SVM)
 }
 
 // Volume implements backends.Backend.
@@ -66,6 +66,9 @@ func (n *nasDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 	}
 	s, err := n.resolve(req)
 	if err != nil {
+		return nil, err
+	}
+	if _, _, err := n.fitFlexVol(req.SizeBytes, s.snapshotReserve, 1, false); err != nil {
 		return nil, err
 	}
 	meta := n.meta(req, s)
@@ -106,8 +109,12 @@ func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *
 		return v, n.finishClone(ctx, v, req, comment, policy)
 	}
 	name := n.volumeName(req.Name)
+	size, large, err := n.fitFlexVol(req.SizeBytes, s.snapshotReserve, 1, false)
+	if err != nil {
+		return nil, err
+	}
 	return n.createFlexVol(ctx, req, rest.VolumeCreate{
-		Name: name, Size: flexVolSize(req.SizeBytes, s.snapshotReserve, 1),
+		Name: name, Size: size, LargeSize: large,
 		SpaceReserve: s.SpaceReserve, SnapshotPolicy: s.SnapshotPolicy, SnapshotReservePercent: &s.snapshotReserve,
 		SnapshotDirAccess: &s.SnapshotDir, UnixPermissions: s.UnixPermissions, ExportPolicy: policy,
 		SecurityStyle: s.SecurityStyle, JunctionPath: "/" + name, Comment: comment, Encryption: s.Encryption,
@@ -128,8 +135,12 @@ func (n *nasDriver) finishClone(ctx context.Context, v *rest.Volume, req *backen
 	if v.ExportPolicy != policy && policy != "" {
 		m.ExportPolicy = &policy
 	}
-	if size := flexVolSize(req.SizeBytes, v.SnapshotReservePercent, 1); size > v.Size {
-		m.Size = &size
+	size, large, err := n.fitFlexVol(req.SizeBytes, v.SnapshotReservePercent, 1, false)
+	if err != nil {
+		return err
+	}
+	if size > v.Size {
+		m.Size, m.LargeSize = &size, large
 	}
 	if m == (rest.VolumeModify{}) {
 		return nil
@@ -143,7 +154,7 @@ func (n *nasDriver) finishClone(ctx context.Context, v *rest.Volume, req *backen
 // ExpandVolume grows the FlexVol so that size bytes stay usable beside the
 // snapshot reserve, and records the new size, in one PATCH.
 func (n *nasDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size int64) (*backends.Volume, error) {
-	if err := n.resizeFlexVol(ctx, vol, size, 1); err != nil {
+	if err := n.resizeFlexVol(ctx, vol, size, 1, false); err != nil {
 		return nil, err
 	}
 	out := *vol
@@ -156,7 +167,7 @@ func (n *nasDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 // retry finds it and finishes, rather than an orphaned policy.
 func (n *nasDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) error {
 	if n.cfg.AutoExportPolicy {
-		if err := n.dropOwnPolicy(ctx, vol); err != nil {
+		if err := n.dropOwnPolicy(ctx, n.flexVolTarget(vol)); err != nil {
 			return err
 		}
 	}

@@ -33,14 +33,19 @@ func (n *nasDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 		v.JunctionPath = path
 	}
 	if n.cfg.AutoExportPolicy {
-		if err := n.grantAccess(ctx, vol, &req.Node); err != nil {
+		if err := n.grantAccess(ctx, n.flexVolTarget(vol), &req.Node); err != nil {
 			return nil, err
 		}
 	}
+	return n.publishContext(v.JunctionPath, req), nil
+}
+
+// publishContext is Trident's publish_context of an NFS volume at path.
+func (n *nasDriver) publishContext(path string, req *backends.PublishRequest) map[string]string {
 	pc := map[string]string{
 		"protocol":    string(backends.ProtocolFile),
 		"nfsServerIp": n.nfsServer,
-		"nfsPath":     v.JunctionPath,
+		"nfsPath":     path,
 	}
 	opts := n.cfg.NFSMountOptions
 	if len(req.MountOptions) > 0 {
@@ -49,18 +54,44 @@ func (n *nasDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 	if opts != "" {
 		pc["mountOptions"] = opts
 	}
-	return pc, nil
+	return pc
 }
 
-func (n *nasDriver) grantAccess(ctx context.Context, vol *backends.Volume, node *backends.Node) error {
+// exportTarget is what an export policy applies to: an ontap-nas FlexVol,
+// or an ontap-nas-economy qtree or pool FlexVol.
+type exportTarget struct {
+	what   string // for messages, e.g. "volume pvc-1"
+	policy string // the policy it has now
+	// own is the policy publish gives it when it has the empty one: a
+	// FlexVol's and a qtree's are named after it (Trident), a pool's is the
+	// backend's.
+	own string
+	set func(ctx context.Context, policy string) error
+}
+
+// flexVolTarget is the export target of an ontap-nas volume.
+func (n *nasDriver) flexVolTarget(vol *backends.Volume) *exportTarget {
 	v := handleOf(vol).vol
-	own, empty := v.Name, emptyPolicyName(n.cfg.StoragePrefix)
+	return &exportTarget{
+		what: "volume " + vol.ID, policy: v.ExportPolicy, own: v.Name,
+		set: func(ctx context.Context, policy string) error {
+			if err := n.client.ModifyVolume(ctx, v.UUID, rest.VolumeModify{ExportPolicy: &policy}); err != nil {
+				return err
+			}
+			v.ExportPolicy = policy
+			return nil
+		},
+	}
+}
+
+func (n *nasDriver) grantAccess(ctx context.Context, t *exportTarget, node *backends.Node) error {
+	empty := emptyPolicyName(n.cfg.StoragePrefix)
 	var policyName string
 	switch {
-	case v.ExportPolicy == own || v.ExportPolicy == empty:
-		policyName = own
-	case legacyBackendPolicyRE.MatchString(v.ExportPolicy):
-		policyName = v.ExportPolicy
+	case t.policy == t.own || t.policy == empty:
+		policyName = t.own
+	case legacyBackendPolicyRE.MatchString(t.policy):
+		policyName = t.policy
 	default:
 		return nil
 	}
@@ -69,8 +100,8 @@ func (n *nasDriver) grantAccess(ctx context.Context, vol *backends.Volume, node 
 		return backends.Errorf(backends.ErrInvalid, "node %s has no address within autoExportCIDRs %v (addresses %v)",
 			node.Name, n.cfg.AutoExportCIDRs, node.IPs)
 	}
-	if v.ExportPolicy == empty {
-		// First publish: the volume's own policy is normally absent, so
+	if t.policy == empty {
+		// First publish: the target's own policy is normally absent, so
 		// create it and its rule without reading first.
 		policy, err := n.client.CreateExportPolicy(ctx, policyName)
 		if err == nil {
@@ -79,7 +110,7 @@ func (n *nasDriver) grantAccess(ctx context.Context, vol *backends.Volume, node 
 			if _, err := n.client.AddExportRule(ctx, policy.ID, rest.ExportRule{Clients: clients}); err != nil && !rest.IsAlreadyExists(err) {
 				return n.failure(err, "adding a rule for node %s to export policy %s", node.Name, policyName)
 			}
-			return n.applyPolicy(ctx, vol, policyName)
+			return n.applyPolicy(ctx, t, policyName)
 		}
 		if !rest.IsAlreadyExists(err) {
 			return n.failure(err, "creating export policy %s", policyName)
@@ -92,17 +123,16 @@ func (n *nasDriver) grantAccess(ctx context.Context, vol *backends.Volume, node 
 	if err := n.reconcileRule(ctx, policy, node.Name, clients); err != nil {
 		return err
 	}
-	return n.applyPolicy(ctx, vol, policyName)
+	return n.applyPolicy(ctx, t, policyName)
 }
 
-// applyPolicy puts the volume on the export policy.
-func (n *nasDriver) applyPolicy(ctx context.Context, vol *backends.Volume, policyName string) error {
-	v := handleOf(vol).vol
-	if v.ExportPolicy != policyName {
-		if err := n.client.ModifyVolume(ctx, v.UUID, rest.VolumeModify{ExportPolicy: &policyName}); err != nil {
-			return n.failure(err, "applying export policy %s to volume %s", policyName, vol.ID)
+// applyPolicy puts the target on the export policy.
+func (n *nasDriver) applyPolicy(ctx context.Context, t *exportTarget, policyName string) error {
+	if t.policy != policyName {
+		if err := t.set(ctx, policyName); err != nil {
+			return n.failure(err, "applying export policy %s to %s", policyName, t.what)
 		}
-		v.ExportPolicy = policyName
+		t.policy = policyName
 	}
 	return nil
 }
@@ -189,16 +219,21 @@ func (n *nasDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 	if !n.cfg.AutoExportPolicy {
 		return nil
 	}
-	v := handleOf(vol).vol
-	if v.ExportPolicy != v.Name {
+	return n.revokeAccess(ctx, n.flexVolTarget(vol), nodeName, node)
+}
+
+// revokeAccess removes a node's rule from the target's own policy, and
+// puts the target back on the empty policy once no rule is left.
+func (n *nasDriver) revokeAccess(ctx context.Context, t *exportTarget, nodeName string, node *backends.Node) error {
+	if t.policy != t.own {
 		return nil
 	}
-	policy, err := n.client.GetExportPolicy(ctx, v.Name)
+	policy, err := n.client.GetExportPolicy(ctx, t.own)
 	if rest.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return n.failure(err, "reading export policy %s", v.Name)
+		return n.failure(err, "reading export policy %s", t.own)
 	}
 	rules, err := n.client.ListExportRules(ctx, policy.ID)
 	if err != nil {
@@ -209,7 +244,7 @@ func (n *nasDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 	case node != nil:
 		clients = n.nodeClients(node)
 	case nodeName != "":
-		logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": vol.ID, "node": nodeName}).
+		logrus.WithContext(ctx).WithFields(logrus.Fields{"target": t.what, "node": nodeName}).
 			Warn("node is not registered: its export rule cannot be identified and stays until the volume's last unpublish")
 		return nil
 	}
@@ -229,9 +264,8 @@ func (n *nasDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 	if err := n.ensureEmptyPolicy(ctx); err != nil {
 		return err
 	}
-	empty := emptyPolicyName(n.cfg.StoragePrefix)
-	if err := n.client.ModifyVolume(ctx, v.UUID, rest.VolumeModify{ExportPolicy: &empty}); err != nil {
-		return n.failure(err, "applying export policy %s to volume %s", empty, vol.ID)
+	if err := n.applyPolicy(ctx, t, emptyPolicyName(n.cfg.StoragePrefix)); err != nil {
+		return err
 	}
 	// In use: another volume (or qtree) uses the policy, someone applied
 	// it by hand; it stays until this volume is deleted.
@@ -274,20 +308,19 @@ func (n *nasDriver) ensurePolicy(ctx context.Context, name string) (*rest.Export
 	return p, nil
 }
 
-func (n *nasDriver) dropOwnPolicy(ctx context.Context, vol *backends.Volume) error {
-	v := handleOf(vol).vol
-	p, err := n.client.GetExportPolicy(ctx, v.Name)
+func (n *nasDriver) dropOwnPolicy(ctx context.Context, t *exportTarget) error {
+	p, err := n.client.GetExportPolicy(ctx, t.own)
 	if rest.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return n.failure(err, "reading export policy %s", v.Name)
+		return n.failure(err, "reading export policy %s", t.own)
 	}
-	if v.ExportPolicy == p.Name {
+	if t.policy == p.Name {
 		if err := n.ensureEmptyPolicy(ctx); err != nil {
 			return err
 		}
-		if err := n.applyPolicy(ctx, vol, emptyPolicyName(n.cfg.StoragePrefix)); err != nil {
+		if err := n.applyPolicy(ctx, t, emptyPolicyName(n.cfg.StoragePrefix)); err != nil {
 			return err
 		}
 	}

@@ -9,9 +9,25 @@ import (
 	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
-// buildPools: virtual pools when the config has them, else one pool per
-// aggregate of the SVM, as Trident offers physical pools.
+// ManagedPool is Trident's name of the one pool a backend with balanced
+// placement and no virtual pools offers: ONTAP picks the aggregate.
+const ManagedPool = "managed_storage_pool"
+
+// buildPools: virtual pools when the config has them, else the managed
+// pool with balanced placement, else one pool per aggregate of the SVM, as
+// Trident offers its pools.
 func (d *driver) buildPools(svm *rest.SVM) []backends.Pool {
+	pools := d.physicalOrVirtualPools(svm)
+	if d.cfg.StorageDriverName == config.DriverONTAPNASEconomy {
+		// Trident's qtree pools offer snapshots and clones false.
+		for i := range pools {
+			pools[i].NoSnapshots, pools[i].NoClones = true, true
+		}
+	}
+	return pools
+}
+
+func (d *driver) physicalOrVirtualPools(svm *rest.SVM) []backends.Pool {
 	var pools []backends.Pool
 	for _, vp := range d.cfg.Storage {
 		pt := "thin"
@@ -20,11 +36,15 @@ func (d *driver) buildPools(svm *rest.SVM) []backends.Pool {
 		}
 		pools = append(pools, backends.Pool{
 			Name: vp.Name, Labels: vp.Labels, Topologies: vp.SupportedTopologies, ProvisioningTypes: []string{pt},
-			Media: d.mediaOf(svm, d.cfg.Aggregate),
+			Media: d.mediaOf(svm, d.cfg.Aggregate), Region: vp.Region, Zone: vp.Zone,
 		})
 	}
 	if len(pools) > 0 {
 		return pools
+	}
+	if d.cfg.UseBalancedPlacement {
+		return []backends.Pool{{Name: ManagedPool, Labels: d.cfg.Labels, Topologies: d.cfg.SupportedTopologies,
+			ProvisioningTypes: []string{"thin", "thick"}, Region: d.cfg.Region, Zone: d.cfg.Zone}}
 	}
 	for _, a := range svm.Aggregates {
 		if d.cfg.Aggregate != "" && a.Name != d.cfg.Aggregate {
@@ -33,6 +53,7 @@ func (d *driver) buildPools(svm *rest.SVM) []backends.Pool {
 		pools = append(pools, backends.Pool{
 			Name: a.Name, Labels: d.cfg.Labels, Topologies: d.cfg.SupportedTopologies,
 			Media: d.mediaOf(svm, a.Name), ProvisioningTypes: []string{"thin", "thick"},
+			Region: d.cfg.Region, Zone: d.cfg.Zone,
 		})
 	}
 	return pools
@@ -51,11 +72,34 @@ func (d *driver) mediaOf(svm *rest.SVM, aggr string) string {
 	return ""
 }
 
+// Pools implements backends.Backend. A suspended backend (userState)
+// offers none, so the controller places no new volume on it.
 func (d *driver) Pools(ctx context.Context) ([]backends.Pool, error) {
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}
+	if d.suspended() {
+		return nil, nil
+	}
 	return d.pools, nil
+}
+
+func (d *driver) suspended() bool { return d.cfg.UserState == config.UserStateSuspended }
+
+// balanced reports whether a pool's volumes are placed by ONTAP
+// (useBalancedPlacement).
+func (d *driver) balanced(pool string) bool {
+	for _, vp := range d.cfg.Storage {
+		if vp.Name == pool {
+			return vp.UseBalancedPlacement
+		}
+	}
+	return d.cfg.UseBalancedPlacement
+}
+
+// usesBalancedPlacement reports whether any pool of the backend does.
+func (d *driver) usesBalancedPlacement() bool {
+	return d.cfg.UseBalancedPlacement || slices.ContainsFunc(d.cfg.Storage, func(vp config.VirtualPool) bool { return vp.UseBalancedPlacement })
 }
 
 // poolDefaults returns the volume defaults of a pool: a virtual pool's own,
@@ -147,7 +191,7 @@ func (d *driver) checkAggregateLimit(ctx context.Context, aggr, spaceReserve str
 
 // lacksSpace reports whether a failed create or growth of a thick volume
 // failed for want of need bytes in aggregate aggr. ONTAP gives that
-// failure no error code of its own (ontap-rest.md §3.5: the job fails with
+// failure no error code of its own (docs/design/ontap-rest.md §3.5: the job fails with
 // a generic code and a text), so after a failure ONTAP did not classify,
 // the driver asks the aggregate instead of reading the text.
 func (d *driver) lacksSpace(ctx context.Context, err error, aggr, spaceReserve string, need int64) bool {
@@ -163,8 +207,8 @@ func (d *driver) lacksSpace(ctx context.Context, err error, aggr, spaceReserve s
 }
 
 // Capacity is the free space of the pool's aggregate (for a virtual pool
-// without a configured aggregate, the SVM's largest), capped by
-// limitAggregateUsage when it is set.
+// without a configured aggregate, and for the managed pool, the SVM's
+// largest), capped by limitAggregateUsage when it is set.
 func (d *driver) Capacity(ctx context.Context, pool string) (*backends.Capacity, error) {
 	if err := d.ready(ctx); err != nil {
 		return nil, err
@@ -174,7 +218,7 @@ func (d *driver) Capacity(ctx context.Context, pool string) (*backends.Capacity,
 		return nil, d.failure(err, "reading the aggregates of SVM %s", d.cfg.SVM)
 	}
 	want := d.cfg.Aggregate
-	if len(d.cfg.Storage) == 0 {
+	if len(d.cfg.Storage) == 0 && pool != ManagedPool {
 		want = pool
 	}
 	c := &backends.Capacity{MaxVolumeSize: d.cfg.LimitVolumeSize}

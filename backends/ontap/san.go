@@ -33,10 +33,10 @@ type sanDriver struct {
 func (s *sanDriver) init(ctx context.Context) error {
 	svc, err := s.client.ISCSIService(ctx)
 	if err != nil {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: reading the iSCSI service of SVM %s: %w", s.Name(), s.cfg.SVM, err)
+		return backends.Errorf(backends.ErrUnavailable, "reading the iSCSI service of SVM %s: %w", s.cfg.SVM, err)
 	}
 	if !svc.Enabled {
-		return backends.Errorf(backends.ErrUnavailable, "backend %s: the iSCSI service of SVM %s is disabled", s.Name(), s.cfg.SVM)
+		return backends.Errorf(backends.ErrUnavailable, "the iSCSI service of SVM %s is disabled", s.cfg.SVM)
 	}
 	s.targetIQN = svc.TargetName
 	if s.cfg.UseCHAP {
@@ -46,7 +46,7 @@ func (s *sanDriver) init(ctx context.Context) error {
 			InboundUser: s.cfg.CHAPUsername, InboundPassword: string(s.cfg.CHAPInitiatorSecret),
 			OutboundUser: s.cfg.CHAPTargetUsername, OutboundPassword: string(s.cfg.CHAPTargetInitiatorSecret),
 		}); err != nil {
-			return backends.Errorf(backends.ErrUnavailable, "backend %s: setting CHAP on SVM %s: %w", s.Name(), s.cfg.SVM, err)
+			return backends.Errorf(backends.ErrUnavailable, "setting CHAP on SVM %s: %w", s.cfg.SVM, err)
 		}
 	}
 	return nil
@@ -97,6 +97,10 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 	if err != nil {
 		return nil, err
 	}
+	volSize, large, err := s.fitFlexVol(req.SizeBytes, st.snapshotReserve, lunHeadroom, true)
+	if err != nil {
+		return nil, err
+	}
 	meta := s.meta(req, st)
 	comment, err := s.newComment(meta)
 	if err != nil {
@@ -113,9 +117,12 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 		}
 	} else {
 		v, err = s.createFlexVol(ctx, req, rest.VolumeCreate{
-			Name: s.volumeName(req.Name), Size: flexVolSize(req.SizeBytes, st.snapshotReserve, lunHeadroom),
+			Name: s.volumeName(req.Name), Size: volSize, LargeSize: large,
 			SpaceReserve: st.SpaceReserve, SnapshotPolicy: st.SnapshotPolicy, SnapshotReservePercent: &st.snapshotReserve,
 			Comment: comment, Encryption: st.Encryption, TieringPolicy: st.TieringPolicy,
+			// As Trident's ontap-san: the FlexVol gets the NAS defaults
+			// too, though iSCSI access does not use them.
+			UnixPermissions: st.UnixPermissions, ExportPolicy: st.ExportPolicy, SecurityStyle: st.SecurityStyle,
 		})
 		if err != nil {
 			return nil, err
@@ -153,8 +160,12 @@ func (s *sanDriver) finishClone(ctx context.Context, v *rest.Volume, req *backen
 	if v.Comment != comment {
 		m.Comment = &comment
 	}
-	if size := flexVolSize(req.SizeBytes, v.SnapshotReservePercent, lunHeadroom); size > v.Size {
-		m.Size = &size
+	size, large, err := s.fitFlexVol(req.SizeBytes, v.SnapshotReservePercent, lunHeadroom, true)
+	if err != nil {
+		return err
+	}
+	if size > v.Size {
+		m.Size, m.LargeSize = &size, large
 	}
 	if m != (rest.VolumeModify{}) {
 		if err := s.client.ModifyVolume(ctx, v.UUID, m); err != nil {
@@ -180,7 +191,7 @@ func (s *sanDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 	if h.lun == nil {
 		return nil, backends.Errorf(backends.ErrNotFound, "volume %s has no LUN", vol.ID)
 	}
-	if err := s.resizeFlexVol(ctx, vol, size, lunHeadroom); err != nil {
+	if err := s.resizeFlexVol(ctx, vol, size, lunHeadroom, true); err != nil {
 		return nil, err
 	}
 	if size > h.lun.Size {
@@ -199,20 +210,28 @@ func (s *sanDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 // finds it and finishes, rather than an orphaned igroup.
 func (s *sanDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) error {
 	if lun := handleOf(vol).lun; lun != nil {
-		maps, err := s.client.ListLUNMaps(ctx, lun.Path, "")
-		if err != nil {
-			return s.failure(err, "reading the maps of LUN %s", lun.Path)
-		}
-		for _, m := range maps {
-			if perNodeIgroupRE.MatchString(m.IgroupName) {
-				err = s.unmap(ctx, m)
-			} else if err = s.client.DeleteLUNMap(ctx, m.LUNUUID, m.IgroupUUID); rest.IsNotFound(err) {
-				err = nil
-			}
-			if err != nil {
-				return s.failure(err, "unmapping LUN %s from igroup %s", lun.Path, m.IgroupName)
-			}
+		if err := s.unmapAll(ctx, lun); err != nil {
+			return err
 		}
 	}
 	return s.deleteFlexVol(ctx, vol)
+}
+
+// unmapAll removes every map of a LUN, and per-node igroups left empty.
+func (s *sanDriver) unmapAll(ctx context.Context, lun *rest.LUN) error {
+	maps, err := s.client.ListLUNMaps(ctx, lun.Path, "")
+	if err != nil {
+		return s.failure(err, "reading the maps of LUN %s", lun.Path)
+	}
+	for _, m := range maps {
+		if perNodeIgroupRE.MatchString(m.IgroupName) {
+			err = s.unmap(ctx, m)
+		} else if err = s.client.DeleteLUNMap(ctx, m.LUNUUID, m.IgroupUUID); rest.IsNotFound(err) {
+			err = nil
+		}
+		if err != nil {
+			return s.failure(err, "unmapping LUN %s from igroup %s", lun.Path, m.IgroupName)
+		}
+	}
+	return nil
 }

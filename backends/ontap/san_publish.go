@@ -200,14 +200,14 @@ func (s *sanDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 	if err != nil {
 		return s.failure(err, "reading the maps of LUN %s", h.lun.Path)
 	}
-	match := anyNodeIgroupRE(s.installationID)
+	match := func(ig string) bool { return isAnyNodeIgroup(ig, s.installationID) }
 	own := ""
 	if nodeName != "" {
-		match = nodeIgroupRE(nodeName, s.installationID)
+		match = func(ig string) bool { return isNodeIgroup(ig, nodeName, s.installationID) }
 		own = igroupName(nodeName, s.installationID)
 	}
 	for _, m := range maps {
-		if !match.MatchString(m.IgroupName) {
+		if !match(m.IgroupName) {
 			continue
 		}
 		if err := s.unmap(ctx, m); err != nil {

@@ -13,6 +13,9 @@ import (
 type snapshotHandle struct {
 	volume *backends.Volume // carries the FlexVol's handle
 	uuid   string
+	// The FlexVol holding the snapshot: the volume's own, or an
+	// ontap-nas-economy volume's pool.
+	flexvolUUID, flexvolName string
 }
 
 // SnapshotName implements backends.Backend.
@@ -36,9 +39,16 @@ func (d *driver) CreateSnapshot(ctx context.Context, vol *backends.Volume, name 
 // toSnapshot describes an ONTAP snapshot. ONTAP snapshots are usable as
 // soon as they exist; a volume restored from one has the volume's size.
 func (d *driver) toSnapshot(vol *backends.Volume, s *rest.Snapshot) *backends.Snapshot {
+	h := handleOf(vol)
+	return flexvolSnapshot(vol, s, h.vol.UUID, h.vol.Name)
+}
+
+// flexvolSnapshot describes a snapshot of the FlexVol flexvol taken for
+// vol.
+func flexvolSnapshot(vol *backends.Volume, s *rest.Snapshot, flexvolUUID, flexvolName string) *backends.Snapshot {
 	return &backends.Snapshot{
 		Name: s.Name, VolumeID: vol.ID, CreatedAt: s.CreateTime, SizeBytes: vol.SizeBytes, Ready: true,
-		Handle: &snapshotHandle{volume: vol, uuid: s.UUID},
+		Handle: &snapshotHandle{volume: vol, uuid: s.UUID, flexvolUUID: flexvolUUID, flexvolName: flexvolName},
 	}
 }
 
@@ -100,15 +110,14 @@ func (d *driver) Snapshots(ctx context.Context, f backends.SnapshotFilter) ([]*b
 // delete succeeds once the split has finished (the CO retries).
 func (d *driver) DeleteSnapshot(ctx context.Context, snap *backends.Snapshot) error {
 	sh := snap.Handle.(*snapshotHandle)
-	vh := handleOf(sh.volume)
-	err := d.client.DeleteSnapshot(ctx, vh.vol.UUID, sh.uuid)
+	err := d.client.DeleteSnapshot(ctx, sh.flexvolUUID, sh.uuid)
 	if err == nil || rest.IsNotFound(err) {
 		return nil
 	}
 	if !rest.IsInUse(err) {
 		return d.failure(err, "deleting snapshot %s of volume %s", snap.Name, snap.VolumeID)
 	}
-	clones, lerr := d.clonesOf(ctx, vh.vol.Name, snap.Name)
+	clones, lerr := d.clonesOf(ctx, sh.flexvolName, snap.Name)
 	if lerr != nil || len(clones) == 0 {
 		return d.failure(err, "deleting snapshot %s of volume %s", snap.Name, snap.VolumeID)
 	}

@@ -149,20 +149,21 @@ func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest) (*rest.
 
 // createFlexVol creates the FlexVol of a new volume, or adopts the one an
 // interrupted earlier attempt created.
+// A suspended backend (userState) makes none, as in Trident; clones are
+// not refused. With balanced placement ONTAP picks the aggregate, and
+// limitAggregateUsage has no aggregate to measure (Trident skips it too).
 func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest, c rest.VolumeCreate) (*rest.Volume, error) {
-	aggr, err := d.aggregateFor(ctx, req.Pool)
-	if err != nil {
+	if d.suspended() {
+		return nil, backends.Errorf(backends.ErrUnavailable, "backend %s is suspended (userState): it takes no new volumes", d.Name())
+	}
+	create := d.client.CreateVolume
+	if d.balanced(req.Pool) {
+		create = d.client.CreateVolumeBalanced
+	} else if err := d.placeOnAggregate(ctx, req.Pool, &c); err != nil {
 		return nil, err
 	}
-	c.Aggregate = aggr
-	if err := d.checkAggregateLimit(ctx, aggr, c.SpaceReserve, c.Size); err != nil {
-		// The retry of a create whose volume exists already counts it in
-		// the aggregate's usage: let it go on to adopt the volume.
-		if _, gerr := d.client.GetVolume(ctx, c.Name); gerr != nil {
-			return nil, err
-		}
-	}
-	err = d.client.CreateVolume(ctx, c)
+	aggr := c.Aggregate
+	err := create(ctx, c)
 	switch {
 	case err == nil:
 		return &rest.Volume{Name: c.Name, Size: c.Size, Comment: c.Comment, JunctionPath: c.JunctionPath, ExportPolicy: c.ExportPolicy}, nil
@@ -172,6 +173,24 @@ func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest,
 		return nil, backends.Errorf(backends.ErrExhausted, "creating volume %s: aggregate %s cannot hold it: %w", c.Name, aggr, err)
 	}
 	return nil, d.createFailure(err, "creating volume %s", c.Name)
+}
+
+// placeOnAggregate picks the aggregate of a new FlexVol in pool and checks
+// limitAggregateUsage on it.
+func (d *driver) placeOnAggregate(ctx context.Context, pool string, c *rest.VolumeCreate) error {
+	aggr, err := d.aggregateFor(ctx, pool)
+	if err != nil {
+		return err
+	}
+	c.Aggregate = aggr
+	if err := d.checkAggregateLimit(ctx, aggr, c.SpaceReserve, c.Size); err != nil {
+		// The retry of a create whose volume exists already counts it in
+		// the aggregate's usage: let it go on to adopt the volume.
+		if _, gerr := d.client.GetVolume(ctx, c.Name); gerr != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cloneFlexVol creates a FlexClone for req (or adopts a half-made one) and
@@ -360,15 +379,19 @@ func names(vols []*rest.Volume) []string {
 
 // resizeFlexVol grows the FlexVol of vol so that size bytes stay usable
 // beside the snapshot reserve, times factor (the LUN headroom of
-// ontap-san), and records the new size, in one PATCH.
-func (d *driver) resizeFlexVol(ctx context.Context, vol *backends.Volume, size int64, factor float64) error {
+// ontap-san, whose LUN grows to size when lun is set), and records the new
+// size, in one PATCH, which enables large size when the new size needs it.
+func (d *driver) resizeFlexVol(ctx context.Context, vol *backends.Volume, size int64, factor float64, lun bool) error {
 	h := handleOf(vol)
+	want, large, err := d.fitFlexVol(size, h.vol.SnapshotReservePercent, factor, lun)
+	if err != nil {
+		return err
+	}
 	comment, err := d.recordSize(vol.ID, h, size)
 	if err != nil {
 		return err
 	}
-	m := rest.VolumeModify{Comment: &comment}
-	want := flexVolSize(size, h.vol.SnapshotReservePercent, factor)
+	m := rest.VolumeModify{Comment: &comment, LargeSize: large}
 	if want > h.vol.Size {
 		if len(h.vol.Aggregates) > 0 {
 			if err := d.checkAggregateLimit(ctx, h.vol.Aggregates[0], h.vol.SpaceReserve, want-h.vol.Size); err != nil {

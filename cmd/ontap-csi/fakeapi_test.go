@@ -51,6 +51,8 @@ var fakeCollections = []collection{
 	{"/api/v1/namespaces/" + fakeNamespace + "/secrets", "v1", "Secret", "secrets"},
 	{"/apis/trident.netapp.io/v1/namespaces/" + fakeNamespace + "/tridentnodes", "trident.netapp.io/v1", "TridentNode", "tridentnodes"},
 	{"/apis/trident.netapp.io/v1/namespaces/" + fakeNamespace + "/tridentbackendconfigs", "trident.netapp.io/v1", "TridentBackendConfig", "tridentbackendconfigs"},
+	{"/api/v1/persistentvolumes", "v1", "PersistentVolume", "persistentvolumes"},
+	{"/apis/storage.k8s.io/v1/storageclasses", "storage.k8s.io/v1", "StorageClass", "storageclasses"},
 }
 
 // newFakeAPI serves clients presenting one of tokens (token → who).

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/ontap-csi/ontap-csi/controller/inventory"
 	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/server"
 )
@@ -54,6 +55,10 @@ type options struct {
 	deregisterOnShutdown string
 	drainTimeout         time.Duration
 	backendConfigs       stringList
+	// backendPollInterval is Trident's --backend_storage_poll_interval:
+	// how often the controller checks its backends and lists their
+	// volumes and snapshots (package inventory).
+	backendPollInterval time.Duration
 
 	// Node data path.
 	trackingDir        string
@@ -89,7 +94,7 @@ var tridentIgnored = map[string]bool{ // name -> is a bool flag
 	"enable_acp": true, "acp_address": false,
 	"iscsi_self_healing_interval": false, "iscsi_self_healing_wait_time": false,
 	"nvme_self_healing_interval": false, "enable_concurrency": true, "enable_force_detach": true,
-	"backend_storage_poll_interval": false, "autogrow_period": false, "tagri_timeout": false,
+	"autogrow_period": false, "tagri_timeout": false,
 }
 
 // ignoredFlags records which of the ignored Trident flags were given.
@@ -166,6 +171,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.handoverGrace, "handover-grace", 20*time.Second, "on SIGTERM, keep serving this long for a successor to take over (keep it below terminationGracePeriodSeconds)")
 	fs.StringVar(&o.deregisterOnShutdown, "deregister-on-shutdown", "never", "never: only `ontap-csi deregister` deregisters; always: unlink the registration socket on SIGTERM like node-driver-registrar")
 	fs.Var(&o.backendConfigs, "backend-config", "Trident backend config file (JSON or YAML), repeatable; controller and allInOne roles")
+	fs.DurationVar(&o.backendPollInterval, "backend_storage_poll_interval", inventory.DefaultPeriod,
+		"how often the controller checks every backend and lists its volumes and snapshots for the metrics and `ontap-csi backends` (Trident's flag; Trident's default is 5m)")
 	fs.StringVar(&o.trackingDir, "tracking-dir", node.DefaultTrackingDir, "per-volume node state, in Trident's format (shared with Trident)")
 	fs.StringVar(&o.lockDir, "lock-dir", "", "per-volume lock files, shared by every plugin generation on the node (default <dir of --csi_endpoint>/locks)")
 	fs.StringVar(&o.devDir, "dev-dir", "/dev", "where /dev is (tests point it elsewhere)")
@@ -257,6 +264,9 @@ func (o *options) validateServing() error {
 	}
 	if o.drainTimeout <= 0 {
 		return usagef("--drain-timeout %s must be positive", o.drainTimeout)
+	}
+	if o.backendPollInterval < 10*time.Second {
+		return usagef("--backend_storage_poll_interval %s must be at least 10s", o.backendPollInterval)
 	}
 	if o.driverName == "" {
 		return usagef("--driver-name must not be empty")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,4 +79,30 @@ func statusOf(t *testing.T, url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// The plugin capabilities of each role, written out, so that a change to
+// them fails here: the node plugin has no controller service.
+func TestPluginCapabilitiesPerRole(t *testing.T) {
+	controller := []string{"service VOLUME_ACCESSIBILITY_CONSTRAINTS", "service CONTROLLER_SERVICE", "volume expansion ONLINE"}
+	for role, want := range map[string][]string{
+		roleNode:       {"service VOLUME_ACCESSIBILITY_CONSTRAINTS"},
+		roleController: controller,
+		roleAllInOne:   controller,
+	} {
+		var got []string
+		for _, c := range pluginCapabilities(role) {
+			switch {
+			case c.GetService() != nil:
+				got = append(got, "service "+c.GetService().GetType().String())
+			case c.GetVolumeExpansion() != nil:
+				got = append(got, "volume expansion "+c.GetVolumeExpansion().GetType().String())
+			default:
+				got = append(got, c.String())
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("role %s advertises %q, want %q", role, got, want)
+		}
+	}
 }

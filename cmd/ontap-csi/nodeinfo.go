@@ -37,20 +37,30 @@ func nodeAnnotationReporter() *kubenode.Reporter {
 // nodeAnnotationRegistry returns the controller role's node registry
 // reading Node annotations, or nil outside a cluster.
 func nodeAnnotationRegistry(t *tridentAPIOptions) *kubenodes.Registry {
-	cfg := inClusterConfig("only nodes known in-process can be published to")
-	if cfg == nil {
-		return nil
-	}
-	// Trident's API rate flags: publishing to many nodes at once is one GET
-	// per node, which client-go's default 5 QPS would spread over seconds.
-	cfg.QPS, cfg.Burst = float32(t.k8sQPS), t.k8sBurst
-	client, err := nodeInfoClient(cfg)
-	if err != nil {
-		logrus.WithError(err).Warn("Kubernetes client unusable: only nodes known in-process can be published to")
+	client := inClusterDynamic(t, "only nodes known in-process can be published to")
+	if client == nil {
 		return nil
 	}
 	logrus.WithField("annotation", nodeinfo.AnnotationKey).Info("node info is read from the Node objects' annotation")
 	return kubenodes.New(client, kubenodes.DefaultTTL)
+}
+
+// inClusterDynamic is a dynamic client with the pod's service account and
+// Trident's API rate flags (publishing to many nodes at once is one GET per
+// node, which client-go's default 5 QPS would spread over seconds), or nil
+// outside a pod; without says what its absence means.
+func inClusterDynamic(t *tridentAPIOptions, without string) dynamic.Interface {
+	cfg := inClusterConfig(without)
+	if cfg == nil {
+		return nil
+	}
+	cfg.QPS, cfg.Burst = float32(t.k8sQPS), t.k8sBurst
+	client, err := nodeInfoClient(cfg)
+	if err != nil {
+		logrus.WithError(err).Warn("Kubernetes client unusable: " + without)
+		return nil
+	}
+	return client
 }
 
 // inClusterConfig is the pod's service account config, or nil when not in

@@ -33,7 +33,7 @@ import (
 
 // TestTridentOperatorObjects runs the binary as trident-operator 20.10 and
 // 26.06 deploy Trident, with only the image changed: the node DaemonSet's and
-// the controller Deployment's args, env and mounts (trident-compat.md §2),
+// the controller Deployment's args, env and mounts (docs/design/trident-compat.md §2),
 // the trident-csi certificates at /certs, the service account token, a
 // Kubernetes API (fakeAPI) with a TridentBackendConfig, and an ONTAP
 // (the simulator). A stand-in for kubelet takes the node registrations.
@@ -54,10 +54,12 @@ const (
 
 // controllerRBAC is every "verb resource" the controller may call: the
 // grants deploy/ adds for it (TridentBackendConfigs and their status, the
-// credential Secrets, TridentNodes, Nodes for topology labels).
+// credential Secrets, TridentNodes, Nodes for topology labels), and the
+// PersistentVolumes and StorageClasses the metrics count, which Trident's
+// own controller role may list too.
 var controllerRBAC = []string{
 	"list tridentbackendconfigs", "watch tridentbackendconfigs", "update tridentbackendconfigs",
-	"update tridentbackendconfigs/status", "get secrets", "get nodes",
+	"update tridentbackendconfigs/status", "get secrets", "get nodes", "list persistentvolumes", "list storageclasses",
 	"get tridentnodes", "list tridentnodes", "create tridentnodes", "update tridentnodes", "delete tridentnodes",
 }
 
@@ -121,6 +123,7 @@ func newCluster(t *testing.T) *cluster {
 			"password": base64.StdEncoding.EncodeToString([]byte(ontapPassword)),
 		},
 	})
+	c.putClaimAndClasses()
 	c.api.put(collectionOf("tridentbackendconfigs"), map[string]any{
 		"metadata": map[string]any{"name": "backend-san", "namespace": fakeNamespace, "uid": "tbc-uid-1"},
 		"spec": map[string]any{
@@ -251,7 +254,7 @@ func (c *cluster) startNode(t *testing.T, v string, h *nodeHost, netns string) *
 	})
 }
 
-// nodeMounts are the node DaemonSet's volumes (trident-compat.md §2.1),
+// nodeMounts are the node DaemonSet's volumes (docs/design/trident-compat.md §2.1),
 // their host paths in h.
 func (c *cluster) nodeMounts(h *nodeHost) []mountSpec {
 	const kubelet = "/var/lib/kubelet"
@@ -425,6 +428,10 @@ func testOperatorObjects(t *testing.T, v string) {
 		t.Errorf("publish to a node that never registered: %v, want NotFound", err)
 	}
 
+	if _, err := cc.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "snap-e2e", SourceVolumeId: vol.VolumeId}); err != nil {
+		t.Fatalf("CreateSnapshot: %v", err)
+	}
+
 	// A restarted controller keeps the node records and the backend.
 	if code := ctrl.stop(t); code != 0 {
 		t.Fatalf("controller exit %d after SIGTERM", code)
@@ -441,6 +448,9 @@ func testOperatorObjects(t *testing.T, v string) {
 		})
 		return err == nil, fmt.Sprint(err)
 	})
+	// Its first listing of the backend has the volume and the snapshot:
+	// Trident's series, the volume info join, and the dashboard.
+	c.checkTridentMetrics(t)
 	c.checkControllers(t, v, ctrl, ctrl2)
 	stopNodesRegistered(t, []*container{n1, n2}, []*nodeHost{w1, w2})
 }
@@ -616,7 +626,7 @@ func (c *cluster) checkControllers(t *testing.T, v string, ctrls ...*container) 
 
 // stopNodesRegistered sends SIGTERM to the node plugins: they exit cleanly
 // and stay registered (no successor: they keep E for the next pod,
-// registration.md §5).
+// docs/design/registration.md §5).
 func stopNodesRegistered(t *testing.T, nodes []*container, hosts []*nodeHost) {
 	var wg sync.WaitGroup
 	for _, n := range nodes {

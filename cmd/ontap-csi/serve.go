@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
+	"github.com/ontap-csi/ontap-csi/controller/inventory"
 	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/server"
 )
@@ -53,6 +55,7 @@ func serve(ctx context.Context, o *options) error {
 	log.WithFields(logrus.Fields{
 		"version": server.Version, "driver": o.driverName, "endpoint": o.endpointPath,
 	}).Info("ontap-csi starting")
+	server.SetTridentBuildInfo(tridentVersion)
 	if given := o.ignored.Given(); len(given) > 0 {
 		log.Infof("ignoring Trident flags that ontap-csi does not implement: %s", strings.Join(given, " "))
 	}
@@ -93,8 +96,9 @@ func serve(ctx context.Context, o *options) error {
 }
 
 // startController registers the controller service (controller and allInOne
-// roles) and starts Trident's REST servers. It returns the Reporter through
-// which allInOne's own node registers, in-process.
+// roles), starts the inventory of its backends and Trident's REST servers.
+// It returns the Reporter through which allInOne's own node registers,
+// in-process.
 func startController(ctx context.Context, o *options, grpcServer *grpc.Server, servers *running) (node.Reporter, error) {
 	bs, err := loadBackends(o)
 	if err != nil {
@@ -102,27 +106,36 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 	}
 	nodes := controller.NewNodes()
 	cfg := controller.Config{Backends: bs, Nodes: nodes}
+	// The inventory checks and lists what the controller serves, and reads
+	// the cluster where it can; it runs once both are known.
+	facts := &clusterFacts{driver: o.driverName, countNodes: func(context.Context) (int, error) { return nodes.Len(), nil }}
+	var ctrl *controller.Service
+	inv := inventory.New(facts.config(o.backendPollInterval, func() []backends.Backend { return ctrl.Backends() }))
 	// Under Trident's Deployment (--crd_persistence): node records are
 	// TridentNodes and backends come from TridentBackendConfigs too.
 	var tc *tridentController
 	if o.tridentAPI.crdPersistence {
-		if tc, err = newTridentController(ctx, &o.tridentAPI, backendNames(bs)); err != nil {
+		if tc, err = newTridentController(ctx, &o.tridentAPI, backendNames(bs), inv); err != nil {
 			return nil, err
 		}
 		cfg.Nodes, cfg.BackendSource = tc.nodes, tc.backends
+		facts.kube, facts.countNodes = tc.kube, tridentNodeCount(tc.nodes)
 	} else if o.csiRole == roleController {
 		// ontap-csi's own install: node plugins annotate their Node
 		// objects. allInOne keeps its in-process registry.
 		if r := nodeAnnotationRegistry(&o.tridentAPI); r != nil {
 			cfg.Nodes = r
+			facts.kube = inClusterDynamic(&o.tridentAPI, "the metrics do not count PersistentVolumes, StorageClasses or nodes")
+			facts.countNodes = facts.annotatedNodes
 		}
 	}
-	ctrl, err := newController(cfg)
-	if err != nil {
+	if ctrl, err = newController(cfg); err != nil {
 		return nil, err
 	}
 	csi.RegisterControllerServer(grpcServer, ctrl)
-	rest, err := serveTridentREST(&o.tridentAPI, tc)
+	prometheus.MustRegister(inv)
+	go inv.Run(ctx)
+	rest, err := serveTridentREST(&o.tridentAPI, tc, inv)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +148,7 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 
 // serveRegistered serves the node role. The registration manager owns the
 // CSI sockets: it binds E and --csi_endpoint by atomic rename and registers
-// with kubelet (design/registration.md). The pod is ready once kubelet
+// with kubelet (docs/design/registration.md). The pod is ready once kubelet
 // registered it.
 func serveRegistered(ctx context.Context, o *options, grpcServer *grpc.Server, servers *running, log *logrus.Entry) error {
 	reg, err := newRegistration(o, grpcServer.Serve)

@@ -90,21 +90,31 @@ func runStatus(args []string) int {
 		fmt.Fprintf(os.Stderr, "ontap-csi status: %v\n", err)
 		return 1
 	}
-	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(st)
-	} else {
-		err = writeStatus(os.Stdout, st)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ontap-csi status: %v\n", err)
+	if !printResult("status", *asJSON, st, func(w io.Writer) error { return writeStatus(w, st) }) {
 		return 1
 	}
 	if st.RegistrationError != "" {
 		return 1 // reported above; the registration sockets are unknown
 	}
 	return 0
+}
+
+// printResult prints a subcommand's result as indented JSON or as text,
+// and reports whether that worked (a failure is said on stderr).
+func printResult(cmd string, asJSON bool, v any, text func(io.Writer) error) bool {
+	var err error
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(v)
+	} else {
+		err = text(os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ontap-csi %s: %v\n", cmd, err)
+		return false
+	}
+	return true
 }
 
 func writeStatus(w io.Writer, st *registration.NodeStatus) error {

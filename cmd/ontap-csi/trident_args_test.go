@@ -6,7 +6,7 @@ import (
 )
 
 // tridentContainers are the exact argument lists of Trident's trident-main
-// container (trident-compat.md §2.1–2.3, from cli/k8s_client/yaml_factory.go
+// container (docs/design/trident-compat.md §2.1–2.3, from cli/k8s_client/yaml_factory.go
 // with the operator's default values filled in). $(VAR) references are
 // expanded by the test like kubelet does.
 var tridentContainers = []struct {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ontap-csi/ontap-csi/controller/backendconfigs"
+	"github.com/ontap-csi/ontap-csi/controller/inventory"
 	"github.com/ontap-csi/ontap-csi/controller/tridentnodes"
 	"github.com/ontap-csi/ontap-csi/controller/tridentrest"
 	"github.com/ontap-csi/ontap-csi/node"
@@ -147,6 +149,7 @@ func podNamespace() (string, error) {
 
 // tridentController is what --crd_persistence adds to the controller.
 type tridentController struct {
+	kube     dynamic.Interface
 	nodes    *tridentnodes.Store
 	backends *backendconfigs.Watcher
 	topology tridentrest.TopologyFunc
@@ -154,8 +157,8 @@ type tridentController struct {
 
 // newTridentController connects to the Kubernetes API and starts watching
 // TridentBackendConfigs; reserved are the names of --backend-config
-// backends.
-func newTridentController(ctx context.Context, t *tridentAPIOptions, reserved []string) (*tridentController, error) {
+// backends. Each configuration's check is reported to inv.
+func newTridentController(ctx context.Context, t *tridentAPIOptions, reserved []string, inv *inventory.Inventory) (*tridentController, error) {
 	dyn, err := t.kubeClient()
 	if err != nil {
 		return nil, err
@@ -164,13 +167,14 @@ func newTridentController(ctx context.Context, t *tridentAPIOptions, reserved []
 	if err != nil {
 		return nil, err
 	}
-	w, err := backendconfigs.New(backendconfigs.Config{Dynamic: dyn, Namespace: ns, ReservedNames: reserved})
+	w, err := backendconfigs.New(backendconfigs.Config{Dynamic: dyn, Namespace: ns, ReservedNames: reserved,
+		Checked: inv.Report, Forgotten: inv.Forget})
 	if err != nil {
 		return nil, err
 	}
 	go w.Run(ctx)
 	logrus.WithField("namespace", ns).Info("node records are TridentNode resources; backends come from TridentBackendConfig resources too")
-	return &tridentController{nodes: tridentnodes.New(dyn, ns), backends: w, topology: tridentrest.NodeTopology(dyn)}, nil
+	return &tridentController{kube: dyn, nodes: tridentnodes.New(dyn, ns), backends: w, topology: tridentrest.NodeTopology(dyn)}, nil
 }
 
 // shutdowner is a server that stops gracefully.
@@ -179,10 +183,11 @@ type shutdowner interface {
 }
 
 // serveTridentREST starts the controller's Trident REST servers: node
-// registration over mutual TLS (--https_rest) and the version over HTTP
-// (--rest), which `tridentctl version` reads for the Deployment's exec
-// probes and the operator's wait.
-func serveTridentREST(t *tridentAPIOptions, tc *tridentController) ([]shutdowner, error) {
+// registration over mutual TLS (--https_rest) and, over HTTP on loopback
+// (--rest), the version, which `tridentctl version` reads for the
+// Deployment's exec probes and the operator's wait, and the backends'
+// states, which `ontap-csi backends` reads.
+func serveTridentREST(t *tridentAPIOptions, tc *tridentController, inv *inventory.Inventory) ([]shutdowner, error) {
 	var servers []shutdowner
 	if t.httpsREST && tc != nil {
 		addr := net.JoinHostPort(t.httpsAddress, t.httpsPort)
@@ -196,14 +201,17 @@ func serveTridentREST(t *tridentAPIOptions, tc *tridentController) ([]shutdowner
 		servers = append(servers, s)
 	}
 	if t.rest {
-		s, err := tridentrest.Listen(net.JoinHostPort(t.address, t.port), tridentrest.VersionAPI(reportedVersion()))
+		mux := http.NewServeMux()
+		mux.Handle(tridentrest.BaseURL+"/", tridentrest.VersionAPI(reportedVersion()))
+		mux.Handle(inventory.Path, inv.Handler())
+		s, err := tridentrest.Listen(net.JoinHostPort(t.address, t.port), mux)
 		if err != nil {
 			// Only `tridentctl version` needs it: a busy port must not
 			// keep the controller from serving CSI.
 			logrus.WithError(err).Error("cannot serve the HTTP REST server (--rest): `tridentctl version` and probes running it will fail")
 			return servers, nil
 		}
-		logrus.WithField("address", s.Addr().String()).Info("serving GET /trident/v1/version for tridentctl")
+		logrus.WithField("address", s.Addr().String()).Info("serving GET /trident/v1/version for tridentctl and " + inventory.Path + " for `ontap-csi backends`")
 		servers = append(servers, s)
 	}
 	return servers, nil

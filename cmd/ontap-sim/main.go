@@ -22,8 +22,8 @@ import (
 
 const simUsageHead = `usage: ontap-sim [flags]
 
-Runs the ONTAP REST simulator (ONTAP 9 /api subset used by ontap-nas and
-ontap-san, plus the test data plane under /sim). Prints one line
+Runs the ONTAP REST simulator (ONTAP 9 /api subset used by ontap-nas,
+ontap-san and their economy variants, plus the test data plane under /sim). Prints one line
 "listening on <url>" on stdout once it serves; logs go to stderr. SIGTERM or
 SIGINT stops it (saving the state when --data-dir is set).
 
@@ -36,9 +36,10 @@ Flags:
 
 type simOptions struct {
 	listen, dataDir, svm, username, password string
-	insecureHTTP                             bool
+	insecureHTTP, qtreeQuotaMounts           bool
 	latency, faults, version, logLevel       string
 	logFormat, nfsLIFs, iscsiLIFs            string
+	dataPlane, nfsRoot                       string
 	seed                                     uint64
 	nodes                                    int
 }
@@ -52,13 +53,16 @@ func newSimFlagSet(o *simOptions) *flag.FlagSet {
 	fs.StringVar(&o.username, "username", "admin", "API user name (basic auth, or the CN of a client certificate)")
 	fs.StringVar(&o.password, "password", envOr("ONTAP_SIM_PASSWORD", "password"), "API password (default from $ONTAP_SIM_PASSWORD, else \"password\")")
 	fs.BoolVar(&o.insecureHTTP, "insecure-http", false, "serve plain HTTP instead of HTTPS")
-	fs.StringVar(&o.latency, "latency", "off", "latency model: off or realistic (ontap-rest.md §4.7)")
+	fs.StringVar(&o.latency, "latency", "off", "latency model: off or realistic (docs/design/ontap-rest.md §4.7)")
 	fs.StringVar(&o.faults, "faults", "", "fault injection rules, see below")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed for fault and latency draws (0: random)")
 	fs.StringVar(&o.version, "ontap-version", "9.15.1", "ONTAP version reported by /api/cluster (9.16.1+ makes LUN operations asynchronous)")
 	fs.IntVar(&o.nodes, "nodes", 2, "cluster nodes, in HA pairs; one aggregate and one iSCSI LIF each")
 	fs.StringVar(&o.nfsLIFs, "nfs-lifs", "", "comma-separated NFS data LIF addresses (default 127.0.0.10)")
 	fs.StringVar(&o.iscsiLIFs, "iscsi-lifs", "", "comma-separated iSCSI data LIF addresses (default 127.0.0.11, 127.0.0.12, ...)")
+	fs.StringVar(&o.dataPlane, "dataplane", ontapsim.DataPlaneFile, "data plane: file (the /sim endpoints of the test shims) or kernel (LIO and nfsd of this kernel serve the LUNs and exports; root; see docs/vm.md)")
+	fs.StringVar(&o.nfsRoot, "nfs-root", "/srv/ontap-sim/nfs", "kernel data plane: where volumes are mounted at their junction paths; nfs.conf's [exports] rootdir must name it")
+	fs.BoolVar(&o.qtreeQuotaMounts, "qtree-quota-mounts", false, "make every qtree a tmpfs of its tree quota, so sizes are enforced on the file data plane (needs root)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	return fs
@@ -76,7 +80,11 @@ func printSimUsage(fs *flag.FlagSet, w io.Writer) {
 func (o *simOptions) simConfig() (ontapsim.Config, error) {
 	cfg := ontapsim.Config{
 		SVM: o.svm, Username: o.username, Password: o.password, ONTAPVersion: o.version,
-		Nodes: o.nodes, DataDir: o.dataDir, Seed: o.seed,
+		Nodes: o.nodes, DataDir: o.dataDir, Seed: o.seed, DataPlane: o.dataPlane, NFSRoot: o.nfsRoot,
+		QtreeQuotaMounts: o.qtreeQuotaMounts,
+	}
+	if o.dataPlane != ontapsim.DataPlaneFile && o.dataPlane != ontapsim.DataPlaneKernel {
+		return cfg, fmt.Errorf("--dataplane %q: want file or kernel", o.dataPlane)
 	}
 	if o.username == "" || o.password == "" {
 		return cfg, errors.New("--username and --password must not be empty")

@@ -136,6 +136,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"--listen", "nowhere"}, `ontap-sim: --listen "nowhere": `},
 		{[]string{"--log-format", "xml"}, `ontap-sim: --log-format "xml": want text or json`},
 		{[]string{"--iscsi-lifs", "10.0.0.300"}, `ontap-sim: --iscsi-lifs: "10.0.0.300" is not an IP address`},
+		{[]string{"--dataplane", "fuse"}, `ontap-sim: --dataplane "fuse": want file or kernel`},
 	} {
 		out, code := runToExit(t, tc.args...)
 		if code != 2 || !strings.HasPrefix(out, tc.want) || strings.Count(out, "\n") != 1 {
@@ -144,5 +145,17 @@ func TestBadCommandLines(t *testing.T) {
 	}
 	if out, code := runToExit(t, "--help"); code != 0 || !strings.HasPrefix(out, "usage: ontap-sim [flags]") {
 		t.Errorf("ontap-sim --help: exit %d, output %q", code, out)
+	}
+}
+
+func TestQtreeQuotaMountsFlag(t *testing.T) {
+	var o simOptions
+	fs := newSimFlagSet(&o)
+	if err := fs.Parse([]string{"--qtree-quota-mounts"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.simConfig()
+	if err != nil || !cfg.QtreeQuotaMounts {
+		t.Errorf("config %+v, %v", cfg, err)
 	}
 }

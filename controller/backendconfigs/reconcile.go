@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/server"
 )
 
 // reconcile brings the backend of one resource in line with it. An error
@@ -72,7 +74,13 @@ func (w *Watcher) unchanged(ctx context.Context, tbc *unstructured.Unstructured,
 
 // load builds the backend a resource now describes and, once ONTAP accepted
 // it, serves it in place of cur (nil: the resource had none).
-func (w *Watcher) load(ctx context.Context, tbc *unstructured.Unstructured, cur *loaded, r *rendered, log *logrus.Entry) error {
+func (w *Watcher) load(ctx context.Context, tbc *unstructured.Unstructured, cur *loaded, r *rendered, log *logrus.Entry) (err error) {
+	op := "backend_add" // Trident's operation names
+	if cur != nil {
+		op = "backend_update"
+	}
+	start := time.Now()
+	defer func() { server.ObserveTridentOperation(op, start, err) }()
 	name := tbc.GetName()
 	if len(r.overridden) > 0 {
 		log.WithFields(logrus.Fields{"secret": r.secretName, "keys": r.overridden}).Warn("the spec and its Secret both set credentials; the Secret's are used, as in Trident")
@@ -93,6 +101,7 @@ func (w *Watcher) load(ctx context.Context, tbc *unstructured.Unstructured, cur 
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.CheckTimeout)
 	_, err = b.Pools(cctx)
 	cancel()
+	w.report(name, cfg.BackendName, cfg.StorageDriverName, err)
 	if err != nil {
 		release(b)
 		return w.failed(ctx, tbc, cur, r.deletionPolicy, fmt.Errorf("ONTAP: %w", err), r, log)

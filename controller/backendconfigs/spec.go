@@ -93,7 +93,12 @@ func render(ctx context.Context, tbcName string, spec map[string]any, secret sec
 			case strings.EqualFold(ck, "name"):
 				r.secretName, _ = cv.(string)
 			case strings.EqualFold(ck, "type"):
-				if t, _ := cv.(string); t != "" && !strings.EqualFold(t, "secret") {
+				if t, _ := cv.(string); strings.EqualFold(t, "awsarn") {
+					// FSx for NetApp ONTAP: Trident reads the SVM's
+					// credentials from AWS Secrets Manager.
+					return nil, errors.New(`credentials.type "awsarn" (AWS Secrets Manager) is not supported: ontap-csi calls no AWS API; ` +
+						`put the SVM's username and password in a Kubernetes Secret of this namespace and name it here with type secret`)
+				} else if t != "" && !strings.EqualFold(t, "secret") {
 					return nil, fmt.Errorf("credentials.type %q is not supported; only Kubernetes Secrets (type secret) are", t)
 				}
 			case strings.EqualFold(ck, "file"):

@@ -5,8 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 )
 
 func secretsOf(m map[string]map[string]string) secretFunc {
@@ -69,7 +74,8 @@ func TestRender(t *testing.T) {
 		{name: "deletion policy not a string", spec: `{"deletionPolicy": 1}`, err: "invalid deletion policy"},
 		{name: "credentials not an object", spec: `{"credentials": "creds"}`, err: "must be an object"},
 		{name: "credentials without a name", spec: `{"credentials": {"type": "secret"}}`, err: "credentials.name must name a Secret"},
-		{name: "credentials of another store", spec: `{"credentials": {"name": "arn:aws:x", "type": "awsarn"}}`, err: `credentials.type "awsarn" is not supported`},
+		{name: "credentials of another store", spec: `{"credentials": {"name": "arn:aws:x", "type": "awsarn"}}`, err: `credentials.type "awsarn" (AWS Secrets Manager) is not supported: ontap-csi calls no AWS API`},
+		{name: "credentials of an unknown store", spec: `{"credentials": {"name": "x", "type": "vault"}}`, err: `credentials.type "vault" is not supported`},
 		{name: "credentials file", spec: `{"credentials": {"file": "/certs/caKey"}}`, err: "credentials.file is not allowed"},
 		{name: "unknown credentials key", spec: `{"credentials": {"name": "creds", "namespace": "x"}}`, err: "credentials.namespace is not a known key"},
 		{name: "missing Secret", spec: `{"credentials": {"name": "nope"}}`, err: `Secret "nope"`},
@@ -179,4 +185,35 @@ func FuzzRender(f *testing.F) {
 			t.Fatalf("policy %q", r.deletionPolicy)
 		}
 	})
+}
+
+// TestEveryTridentKeyLoadsAsASpec loads the config holding every key
+// Trident 26.06's ontap-nas and ontap-san know (its credentials name a
+// Secret) as a TridentBackendConfig spec: the keys list is
+// backends/ontap/config/testdata/trident-v26.06.0-keys.txt, and the config
+// package checks each key's warning.
+func TestEveryTridentKeyLoadsAsASpec(t *testing.T) {
+	data, err := os.ReadFile("../../backends/ontap/config/testdata/every-key.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := secretsOf(map[string]map[string]string{"every-key-secret": {"username": "vsadmin", "password": "from-the-secret"}})
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
+		var spec map[string]any
+		if err := yaml.Unmarshal(data, &spec); err != nil {
+			t.Fatal(err)
+		}
+		spec["storageDriverName"] = driver
+		r, err := render(context.Background(), "every-key", spec, secrets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.Parse("every-key", r.config, "")
+		if err != nil {
+			t.Fatalf("%s: %v", driver, err)
+		}
+		if cfg.Password != "from-the-secret" || cfg.AWS == nil || cfg.StorageDriverName != driver {
+			t.Errorf("%s: %v", driver, cfg)
+		}
+	}
 }

@@ -94,6 +94,11 @@ type Config struct {
 	// CheckTimeout bounds the first contact with ONTAP that a new or
 	// changed configuration must pass (DefaultCheckTimeout).
 	CheckTimeout time.Duration
+	// Checked, if set, is told the outcome of that contact (nil: ONTAP
+	// accepted the configuration), by backend name; Forgotten, when the
+	// resource whose backend it was goes or names another backend.
+	Checked   func(backend, driver string, err error)
+	Forgotten func(backend string)
 }
 
 // Watcher serves the backends of the TridentBackendConfigs in a namespace.
@@ -111,8 +116,10 @@ type Watcher struct {
 	loaded  map[string]*loaded                    // what each resource is served as
 
 	// Owned by the worker: the last failure logged per resource, so that a
-	// resource that stays broken is logged once, not every resync.
+	// resource that stays broken is logged once, not every resync; and the
+	// backend name each resource's last check was reported under.
 	lastFailure map[string]string
+	reported    map[string]string
 }
 
 // loaded is the backend a resource is served as.
@@ -153,6 +160,7 @@ func New(cfg Config) (*Watcher, error) {
 		objects:     map[string]*unstructured.Unstructured{},
 		loaded:      map[string]*loaded{},
 		lastFailure: map[string]string{},
+		reported:    map[string]string{},
 	}, nil
 }
 
@@ -392,10 +400,29 @@ func (w *Watcher) unload(name, why string) {
 	loadedGauge.Set(float64(len(w.loaded)))
 	w.mu.Unlock()
 	delete(w.lastFailure, name)
+	w.report(name, "", "", nil)
 	if l != nil {
 		release(l.driver)
 		w.log.WithFields(logrus.Fields{"tridentBackendConfig": name, "backend": l.driver.Name(), "reason": why}).
 			Info("backend removed; its volumes on ONTAP are untouched")
+	}
+}
+
+// report passes a resource's check on (backend "": the resource's backend
+// is gone), forgetting the backend it reported before under another name.
+func (w *Watcher) report(resource, backend, driver string, err error) {
+	if old := w.reported[resource]; old != "" && old != backend {
+		delete(w.reported, resource)
+		if w.cfg.Forgotten != nil {
+			w.cfg.Forgotten(old)
+		}
+	}
+	if backend == "" {
+		return
+	}
+	w.reported[resource] = backend
+	if w.cfg.Checked != nil {
+		w.cfg.Checked(backend, driver, err)
 	}
 }
 

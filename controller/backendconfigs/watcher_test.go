@@ -66,8 +66,21 @@ type env struct {
 	w       *Watcher
 	logs    *logs
 
-	mu    sync.Mutex
-	built map[string][]*closeCounter // by backend name, in order
+	mu     sync.Mutex
+	built  map[string][]*closeCounter // by backend name, in order
+	checks []string                   // Checked and Forgotten calls, in order
+}
+
+func (e *env) note(s string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.checks = append(e.checks, s)
+}
+
+func (e *env) noted() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.checks)
 }
 
 // closeCounter is a backend that counts its Close calls.
@@ -120,6 +133,10 @@ func newEnv(t *testing.T) *env {
 		ReservedNames: []string{"from-file"},
 		Resync:        200 * time.Millisecond,
 		CheckTimeout:  10 * time.Second,
+		Checked: func(backend, driver string, err error) {
+			e.note(fmt.Sprintf("checked %s %s %v", backend, driver, err != nil))
+		},
+		Forgotten: func(backend string) { e.note("forgotten " + backend) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -392,7 +409,7 @@ func TestBadConfigs(t *testing.T) {
 		{"no-secret", e.spec(map[string]any{"credentials": map[string]any{"name": "missing-creds"}}), `Secret "missing-creds"`},
 		{"name-clash", e.spec(map[string]any{"backendName": "nas"}), `backend name "nas" is already used by TridentBackendConfig nas`},
 		{"reserved-name", e.spec(map[string]any{"backendName": "from-file"}), "already used by a --backend-config file"},
-		{"unsupported-driver", e.spec(map[string]any{"storageDriverName": "ontap-nas-economy"}), "ontap-nas-economy"},
+		{"unsupported-driver", e.spec(map[string]any{"storageDriverName": "ontap-nas-flexgroup"}), "ontap-nas-flexgroup"},
 		{"wrong-svm", e.spec(map[string]any{"svm": "nosuchsvm"}), "ONTAP:"},
 	} {
 		e.create(tc.name, tc.spec, nil)
@@ -453,7 +470,7 @@ func TestBoundByTridentButNotLoadable(t *testing.T) {
 		"phase": "Bound", "lastOperationStatus": "Success", "message": "Backend 'eco' created",
 		"deletionPolicy": "delete", "backendInfo": map[string]any{"backendName": "eco", "backendUUID": "9c3e-trident"},
 	}
-	e.create("eco", e.spec(map[string]any{"storageDriverName": "ontap-nas-economy", "backendName": "eco"}), tridentStatus)
+	e.create("eco", e.spec(map[string]any{"storageDriverName": "ontap-nas-flexgroup", "backendName": "eco"}), tridentStatus)
 	st := e.waitStatus("eco", "failed", func(st Status) bool { return st.LastOperationStatus == OperationFailed })
 	if st.Phase != PhaseBound || st.BackendUUID != "9c3e-trident" || !strings.HasPrefix(st.Message, "Failed to load the backend; ") {
 		t.Errorf("status = %+v; the phase and Trident's backend UUID must stay", st)
@@ -509,6 +526,31 @@ func TestDeletePolicies(t *testing.T) {
 	// Created again under the same name: a new resource, a new backend.
 	e.create("gone", e.spec(nil), nil)
 	e.waitStatus("gone", "Bound", func(st Status) bool { return bound(st) && st.Message == "Backend 'gone' created" })
+}
+
+// TestChecksAreReported: each configuration's contact with ONTAP is
+// passed on (for the backend states of `ontap-csi backends` and the
+// metrics), and the backend forgotten when its resource goes.
+func TestChecksAreReported(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.create("good", e.spec(nil), nil)
+	e.create("refused", e.spec(map[string]any{"svm": "no-such-svm"}), nil)
+	e.waitStatus("good", "Bound", bound)
+	e.waitStatus("refused", "Failed", func(st Status) bool { return st.LastOperationStatus == OperationFailed })
+	e.waitFor("both checks reported", func() bool {
+		n := e.noted()
+		return slices.Contains(n, "checked good ontap-nas false") && slices.Contains(n, "checked refused ontap-nas true")
+	})
+	for _, name := range []string{"good", "refused"} {
+		if err := e.dyn.Resource(GVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitFor("both forgotten", func() bool {
+		n := e.noted()
+		return slices.Contains(n, "forgotten good") && slices.Contains(n, "forgotten refused")
+	})
 }
 
 func TestNeedsReconcile(t *testing.T) {

@@ -283,3 +283,53 @@ func TestFindRefusesAForeignMap(t *testing.T) {
 		t.Fatalf("Find: %v, want ErrSerialMismatch", err)
 	}
 }
+
+// lioMapUUID is how LIO's LUN with testSerial shows in dm-multipath: LIO
+// derives the WWID from the serial's hex digits, not in ONTAP's form.
+const lioMapUUID = "mpath-3600140580bbfd000000000000000000"
+
+// A map whose WWID is not in ONTAP's form is the LUN's when every path
+// under it has the LUN's serial: a multipath attach to a LIO target.
+func TestAttachTakesAMapOfAnotherWWIDFormByItsPaths(t *testing.T) {
+	f := newFakeSys(t)
+	ex := loginExec(f, nil)
+	f.kernel(t, []int{1, 2}, testSerial)
+	whenPresent(t, []string{filepath.Join(f.sys, "block", "sdb"), filepath.Join(f.sys, "block", "sdc")}, func() {
+		f.mpathMap("dm-0", lioMapUUID, 1<<30, "sdb", "sdc")
+	})
+	c := newTestClient(t, f, ex, MultipathRequired)
+	dev, err := c.Attach(context.Background(), testTarget("10.0.0.1", "10.0.0.2"))
+	if err != nil {
+		t.Fatalf("%v\ncalls:\n%s", err, ex.log())
+	}
+	if !dev.Multipath || len(dev.Paths) != 2 {
+		t.Fatalf("device %+v", dev)
+	}
+}
+
+// Such a map with a path of another LUN, or with no path at all, is not
+// the LUN's.
+func TestVerifyMapRefusesAMapOfAnotherWWIDFormWithoutItsPaths(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		serial string // of the path under the map; "" for no path
+	}{
+		{"path of another LUN", otherSer},
+		{"no path", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSys(t)
+			f.session(1)
+			c := newTestClient(t, f, &fakeExec{fn: func(argv []string) ([]byte, error) { return sessionLines(1), nil }}, MultipathAuto)
+			var paths []string
+			if tc.serial != "" {
+				f.device(1, 3, "sdc", tc.serial, 1<<30)
+				paths = []string{"sdc"}
+			}
+			f.mpathMap("dm-1", lioMapUUID, 1<<30, paths...)
+			if _, err := c.verifyMap(dmMap{name: "dm-1", uuid: lioMapUUID}, testSerial); !errors.Is(err, ErrSerialMismatch) {
+				t.Fatalf("verifyMap: %v, want ErrSerialMismatch", err)
+			}
+		})
+	}
+}

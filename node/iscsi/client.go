@@ -46,7 +46,7 @@ func (CHAP) String() string { return "CHAP{redacted}" }
 func (CHAP) GoString() string { return "CHAP{redacted}" }
 
 // Target identifies one LUN behind an iSCSI target, from the publish
-// context (trident-compat.md §3.2).
+// context (docs/design/trident-compat.md §3.2).
 type Target struct {
 	IQN       string   // iscsiTargetIqn
 	Portals   []string // p1..pN, "ip[:port]"; port 3260 when absent

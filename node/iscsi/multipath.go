@@ -104,18 +104,27 @@ func (c *Client) mapsBySerial(serial string) ([]dmMap, error) {
 	return maps, nil
 }
 
-// uuidHasSerial checks a map's uuid against a LUN serial. ONTAP's WWID is
-// NAA type 6 with NetApp's OUI, whose vendor-specific part is the serial in
-// hex: "mpath-3600a0980" + hex(serial).
+// netappMapPrefix starts the uuid of a map of an ONTAP LUN: its WWID is
+// NAA type 6 with NetApp's OUI, whose vendor-specific part is "0" +
+// hex(serial).
+const netappMapPrefix = "mpath-3600a0980"
+
+// uuidHasSerial checks a map's uuid against a LUN serial in ONTAP's form:
+// netappMapPrefix + hex(serial).
 func uuidHasSerial(uuid, serial string) bool {
 	u := strings.ToLower(uuid)
-	return strings.HasPrefix(u, "mpath-") && strings.HasSuffix(u, hex.EncodeToString([]byte(serial)))
+	return strings.HasPrefix(u, netappMapPrefix) && strings.HasSuffix(u, hex.EncodeToString([]byte(serial)))
 }
 
-// verifyMap checks that a map is the LUN's: its WWID carries the serial and
-// every path under it has the serial. It returns the map's paths.
+// verifyMap checks that a map is the LUN's: every path under it has the
+// serial on VPD page 0x80, and a WWID in ONTAP's form carries it (a map
+// whose WWID names another LUN is stale, whatever its paths report now).
+// Other targets derive their WWIDs otherwise — LIO: 36001405 and the
+// serial's hex digits — so there the paths alone decide, and there must be
+// one. It returns the map's paths.
 func (c *Client) verifyMap(m dmMap, serial string) ([]string, error) {
-	if !uuidHasSerial(m.uuid, serial) {
+	netapp := strings.HasPrefix(strings.ToLower(m.uuid), netappMapPrefix)
+	if netapp && !uuidHasSerial(m.uuid, serial) {
 		serialMismatchesTotal.Inc()
 		return nil, fmt.Errorf("%w: multipath map %s (%s) is not LUN %q", ErrSerialMismatch, m.name, m.uuid, serial)
 	}
@@ -139,6 +148,10 @@ func (c *Client) verifyMap(m dmMap, serial string) ([]string, error) {
 			serialMismatchesTotal.Inc()
 			return nil, fmt.Errorf("%w: multipath map %s of LUN %q has path %s of LUN %q", ErrSerialMismatch, m.name, serial, s, got)
 		}
+	}
+	if !netapp && len(slaves) == 0 {
+		serialMismatchesTotal.Inc()
+		return nil, fmt.Errorf("%w: multipath map %s (%s) has no path to show it is LUN %q", ErrSerialMismatch, m.name, m.uuid, serial)
 	}
 	return slaves, nil
 }

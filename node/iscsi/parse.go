@@ -66,10 +66,14 @@ type nodeRecord struct {
 	Target string
 }
 
-// nodeLine is one line of `iscsiadm -m node`; static records have TPGT -1:
+// nodeLine is one line of `iscsiadm -m node`. A record made with "-o new"
+// has no portal group tag, which open-iscsi 2.1 prints as its unsigned
+// form of -1 (older versions print -1):
 //
+//	10.0.0.1:3260,1029 iqn.1992-08.com.netapp:sn.x:vs.3
+//	10.0.0.1:3260,4294967295 iqn.1992-08.com.netapp:sn.x:vs.3
 //	10.0.0.1:3260,-1 iqn.1992-08.com.netapp:sn.x:vs.3
-var nodeLine = regexp.MustCompile(`^(\S+),(-?[0-9]{1,9}) (\S+)$`)
+var nodeLine = regexp.MustCompile(`^(\S+),(-1|[0-9]{1,9}|4294967295) (\S+)$`)
 
 // parseNodeRecords parses `iscsiadm -m node` output.
 func parseNodeRecords(out []byte) ([]nodeRecord, error) {

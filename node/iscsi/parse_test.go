@@ -50,15 +50,18 @@ func TestParseSessions(t *testing.T) {
 }
 
 func TestParseNodeRecords(t *testing.T) {
-	got, err := parseNodeRecords([]byte("10.0.0.1:3260,-1 " + netappIQN + "\n[fd20::11]:3260,1030 " + netappIQN + "\n"))
+	// The second is a record made with -o new, as open-iscsi 2.1 lists it.
+	got, err := parseNodeRecords([]byte("10.0.0.1:3260,-1 " + netappIQN + "\n10.0.0.2:3260,4294967295 " + netappIQN +
+		"\n[fd20::11]:3260,1030 " + netappIQN + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []nodeRecord{{Portal: "10.0.0.1:3260", Target: netappIQN}, {Portal: "[fd20::11]:3260", Target: netappIQN}}
+	want := []nodeRecord{{Portal: "10.0.0.1:3260", Target: netappIQN}, {Portal: "10.0.0.2:3260", Target: netappIQN}, {Portal: "[fd20::11]:3260", Target: netappIQN}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v", got)
 	}
-	for _, bad := range []string{"10.0.0.1:3260 " + netappIQN, "10.0.0.1:3260,-1 notaniqn", "-x,1 " + netappIQN, "a b,1 " + netappIQN} {
+	for _, bad := range []string{"10.0.0.1:3260 " + netappIQN, "10.0.0.1:3260,-1 notaniqn", "-x,1 " + netappIQN, "a b,1 " + netappIQN,
+		"10.0.0.1:3260,4294967296 " + netappIQN, "10.0.0.1:3260,-2 " + netappIQN} {
 		if _, err := parseNodeRecords([]byte(bad)); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
@@ -177,6 +180,7 @@ func FuzzParseSessions(f *testing.F) {
 
 func FuzzParseNodeRecords(f *testing.F) {
 	f.Add([]byte("10.0.0.1:3260,-1 " + netappIQN + "\n"))
+	f.Add([]byte("10.0.0.1:3260,4294967295 " + netappIQN + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, err := parseNodeRecords(data)
 		if err != nil {

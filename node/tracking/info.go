@@ -1,7 +1,7 @@
 // Package tracking reads and writes the node's per-volume state in the
 // formats Trident leaves on nodes, so that volumes staged by Trident can be
 // published, expanded and unstaged by ontap-csi after an image swap, and the
-// other way round for the 23.01+ format (trident-compat.md §3.4).
+// other way round for the 23.01+ format (docs/design/trident-compat.md §3.4).
 //
 // Two layouts exist on nodes:
 //   - Trident 19.10–22.10: <tracking-dir>/<volumeID>.json holds only
@@ -15,6 +15,7 @@ package tracking
 
 import (
 	"encoding/json"
+	"path/filepath"
 )
 
 // PublishInfo is Trident's VolumePublishInfo as serialized on nodes. Trident
@@ -123,6 +124,13 @@ type Info struct {
 	// interrupted mkfs left now makes the device look used. Trident ignores
 	// the key.
 	FormattingSerial string `json:"ontapCsiFormatting,omitempty"`
+	// Mounts identifies, by path (the staging path, targets), each mount a
+	// stage or publish made: "<major>:<minor>:<root>" of its mountinfo line.
+	// Unpublish and unstage compare what is mounted there with it, so that
+	// they remove this volume's mount and never another's (docs/errors.md).
+	// Trident ignores the key, and a Trident that rewrites the file drops
+	// it; the node then recognises the mount by its source or device.
+	Mounts map[string]string `json:"ontapCsiMounts,omitempty"`
 
 	// Legacy is set when the state was read from Trident's pre-23.01 layout;
 	// the next Write upgrades it and Delete removes the legacy file too.
@@ -141,4 +149,39 @@ func (i *Info) AddPublished(target string) {
 		i.PublishedPaths = map[string]struct{}{}
 	}
 	i.PublishedPaths[target] = struct{}{}
+}
+
+// RemovePublished forgets target and the mount made there.
+func (i *Info) RemovePublished(target string) {
+	delete(i.PublishedPaths, target)
+	delete(i.Mounts, target)
+}
+
+// RecordMount notes the identity of the mount made at path.
+func (i *Info) RecordMount(path, id string) {
+	if i.Mounts == nil {
+		i.Mounts = map[string]string{}
+	}
+	i.Mounts[path] = id
+}
+
+// MountAt returns the identity of the mount recorded at path, "" if none.
+func (i *Info) MountAt(path string) string { return i.Mounts[path] }
+
+// MadeMount reports whether id is a mount this volume's stage or publish
+// recorded making, at any of its paths (a target's bind shares the
+// identity of the staging mount it binds).
+func (i *Info) MadeMount(id string) bool {
+	for _, m := range i.Mounts {
+		if m == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Claims reports whether the state names path as the volume's staging path
+// or one of its targets.
+func (i *Info) Claims(path string) bool {
+	return filepath.Clean(i.StagingTargetPath) == path || i.IsPublishedAt(path)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -179,6 +180,35 @@ func (s *Store) Delete(volumeID string) error {
 		return err
 	}
 	return nil
+}
+
+// Others returns the state of every volume on the node but except, by
+// volume id, for telling another volume's paths and mounts from this one's.
+// Only the tracking files are read (not a legacy volumePublishInfo.json, so
+// a staging path is never opened); a file that does not parse is skipped.
+func (s *Store) Others(except string) (map[string]*Info, error) {
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*Info{}
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || id == except || !ValidVolumeID(id) || !e.Type().IsRegular() {
+			continue
+		}
+		data, err := readFile(filepath.Join(s.dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if info, err := Decode(data); err == nil {
+			out[id] = info
+		}
+	}
+	return out, nil
 }
 
 // RemoveLegacy removes Trident's pre-23.01 publish info file from a staging

@@ -103,6 +103,10 @@ run_md "Node data path (issue 6)" \
 "$work/node.md" \
 env ONTAP_CSI_BENCH=1 ONTAP_CSI_BENCH_OUT="$work/node.md" go test -count=1 -timeout 60m -run TestNodeBenchmark -v ./test/e2e/
 
+run "ontap-nas-economy at scale (issue 22)" \
+"2,000 ontap-nas-economy volumes created by 100 parallel workers through the in-process controller, then deleted, on the simulator with realistic latency and qtreesPerFlexvol 200 (test/sanity/economy_scale_test.go). *Pools* must be exactly 10 and none left after the deletes; *sum of calls / injected* is the workers' summed call time over the latency the simulator injected (above 1: waiting for the client's 20 concurrent ONTAP requests and for pools being made or resized)." "" \
+env ONTAP_CSI_SCALE=1 go test -count=1 -timeout 30m -run '^TestNASEconomyScale$' -v ./test/sanity
+
 mv "$doc" "$out"
 trap - EXIT
 rm -rf "$work"

@@ -51,7 +51,7 @@ func buildArtifacts(ctx context.Context, t *testing.T, repo, module string) (art
 		"csi-provisioner": {filepath.Join(module, "sidecars"), "./cmd/csi-provisioner"},
 		"csi-resizer":     {filepath.Join(module, "sidecars"), "./cmd/csi-resizer"},
 		// node-driver-registrar as Trident's DaemonSet runs it (S8 of
-		// registration.md), from test/kubelet's module.
+		// docs/design/registration.md), from test/kubelet's module.
 		"legacyregistrar": {filepath.Join(repo, "test", "kubelet"), "./cmd/legacyregistrar"},
 		// Trident's node plugin without registration of its own, for the
 		// seed baseline.

@@ -107,7 +107,7 @@ func (d *nodeDS) waitPodsGone(ctx context.Context, names []string, timeout time.
 // of the current template, Ready, with no old pod left (terminating ones
 // included), and then for minReadySeconds+1 s more: the DaemonSet
 // controller can stall a surge rollout when a new one starts sooner
-// (local-cluster.md §4).
+// (docs/design/local-cluster.md §4).
 func (d *nodeDS) waitRollout(ctx context.Context, timeout time.Duration) error {
 	var ds *appsv1.DaemonSet
 	polls := 0

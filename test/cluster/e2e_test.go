@@ -43,7 +43,7 @@ const (
 	clusterNodes = 2
 )
 
-// hostTools are the Debian packages the cluster runs (local-cluster.md §2).
+// hostTools are the Debian packages the cluster runs (docs/design/local-cluster.md §2).
 var hostTools = map[string]string{
 	"containerd": "containerd", "ctr": "containerd", "runc": "runc", "etcd": "etcd-server",
 	"/usr/lib/cni/bridge": "containernetworking-plugins", "iptables": "iptables",

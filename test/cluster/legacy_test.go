@@ -26,7 +26,7 @@ const (
 // legacyDaemonSet is the old DaemonSet. Both containers wait 15 s in a
 // preStop hook, as a node plugin draining its calls does: the seed needs
 // the new pod's registrar to register before the old one's gets SIGTERM
-// and unlinks the socket (registration.md §1), which on an idle machine
+// and unlinks the socket (docs/design/registration.md §1), which on an idle machine
 // the old pod would otherwise win.
 func legacyDaemonSet() *appsv1.DaemonSet {
 	labels := map[string]string{"app": "node.csi.trident.netapp.io"}

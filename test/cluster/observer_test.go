@@ -495,7 +495,7 @@ func oneLine(s string) string {
 }
 
 // pollNodeFiles records the registration sockets in kubelet's
-// plugins_registry and the node lease (registration.md §4) as they change.
+// plugins_registry and the node lease (docs/design/registration.md §4) as they change.
 func (o *observer) pollNodeFiles(ctx context.Context, n *localcluster.Node) {
 	regDir := n.NodePath("/var/lib/kubelet/plugins_registry")
 	lease := n.NodePath(filepath.Join("/var/lib/kubelet/plugins", o.driver, "lease.json"))

@@ -132,6 +132,8 @@ func TestMaliciousRequests(t *testing.T) {
 		{"stage with newline flag", stage("pvc-new", newStaging, mountCap("", snw, "ro\n/dev/sda /mnt"), vol.context), codes.InvalidArgument},
 		{"stage with fs type injection", stage("pvc-new", newStaging, mountCap("ext4,bind", snw), vol.context), codes.InvalidArgument},
 		{"stage NFS as raw block", stage("pvc-new", newStaging, blockCap(snw), vol.context), codes.InvalidArgument},
+		{"stage with access mode 99", stage("pvc-new", newStaging, mountCap("", 99), vol.context), codes.InvalidArgument},
+		{"stage with access mode UNKNOWN", stage("pvc-new", newStaging, mountCap("", csi.VolumeCapability_AccessMode_UNKNOWN), vol.context), codes.InvalidArgument},
 		// Publish contexts.
 		{"unknown protocol", stage("pvc-new", newStaging, okCap, ctxWith("protocol", "smb")), codes.InvalidArgument},
 		{"no protocol", stage("pvc-new", newStaging, okCap, ctxWith("protocol", "")), codes.InvalidArgument},
@@ -161,6 +163,7 @@ func TestMaliciousRequests(t *testing.T) {
 		{"publish without target", publish(vol.id, staging, "", okCap, nil), codes.InvalidArgument},
 		{"publish without capability", publish(vol.id, staging, target, nil, nil), codes.InvalidArgument},
 		{"publish with bind flag", publish(vol.id, staging, target, mountCap("", snw, "rbind"), nil), codes.InvalidArgument},
+		{"publish with access mode 99", publish(vol.id, staging, target, mountCap("", 99), nil), codes.InvalidArgument},
 		{"publish with injected context", publish(vol.id, staging, target, okCap, ctxWith("mountOptions", "remount")), codes.InvalidArgument},
 		{"publish without staging path", publish(vol.id, "", target, okCap, nil), codes.FailedPrecondition},
 		{"publish a volume not staged", publish("pvc-unknown", staging, target, okCap, nil), codes.FailedPrecondition},
@@ -285,4 +288,90 @@ func diff(a, b []string) string {
 		}
 	}
 	return sb.String()
+}
+
+// onTAP lists what the simulator holds, for "nothing changed in ONTAP".
+func (r *rig) onTAP() []string {
+	var out []string
+	for _, v := range r.sim.Volumes() {
+		out = append(out, fmt.Sprintf("volume %s %d %s %v", v.Name, v.Size, v.ExportPolicy, v.LargeSize))
+	}
+	for _, l := range r.sim.LUNs() {
+		out = append(out, fmt.Sprintf("LUN %s %d", l.Path, l.Size))
+	}
+	for _, g := range r.sim.IGroups() {
+		out = append(out, fmt.Sprintf("igroup %s %v", g.Name, g.Initiators))
+	}
+	for _, m := range r.sim.LUNMaps() {
+		out = append(out, fmt.Sprintf("map %+v", m))
+	}
+	for _, p := range r.sim.ExportPolicies() {
+		out = append(out, fmt.Sprintf("policy %s %+v", p.Name, p.Rules))
+	}
+	return out
+}
+
+// TestBadControllerInputChangesNothingInONTAP: the controller's refusals of
+// docs/errors.md, through the real binary: each gets its code, with a
+// message naming what is wrong, and ONTAP is as it was.
+func TestBadControllerInputChangesNothingInONTAP(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	p := r.startPlugin(pluginOptions{})
+	ctx := ctxT(t)
+	rwx := mountCap("", csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)
+	create := func(name string, size int64, vc *csi.VolumeCapability) func() error {
+		return func() error {
+			_, err := p.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{
+				Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: size}, VolumeCapabilities: []*csi.VolumeCapability{vc},
+			})
+			return err
+		}
+	}
+	if err := create("pvc-good", 1<<30, rwx)(); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(vc *csi.VolumeCapability, readonly bool) func() error {
+		return func() error {
+			_, err := p.Controller.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
+				VolumeId: "pvc-good", NodeId: nodeID, VolumeCapability: vc, Readonly: readonly,
+			})
+			return err
+		}
+	}
+	tests := []struct {
+		name, says string
+		call       func() error
+		code       codes.Code
+	}{
+		{"CreateVolume of 1 EiB", "300 TiB", create("pvc-eib", 1<<60, rwx), codes.OutOfRange},
+		{"CreateVolume of 301 TiB", "300 TiB", create("pvc-301", 301<<40, rwx), codes.OutOfRange},
+		{"CreateVolume with a 2000-byte name", "name is 2000 bytes", create(strings.Repeat("n", 2000), 1<<30, rwx), codes.InvalidArgument},
+		{"CreateVolume with a 129-byte name", "name is 129 bytes", create(strings.Repeat("n", 129), 1<<30, rwx), codes.InvalidArgument},
+		{"CreateVolume with access mode 99", "access_mode", create("pvc-99", 1<<30, mountCap("", 99)), codes.InvalidArgument},
+		{"CreateVolume with access mode UNKNOWN", "access_mode", create("pvc-0", 1<<30, mountCap("", 0)), codes.InvalidArgument},
+		{"ControllerPublishVolume readonly", "PUBLISH_READONLY", publish(rwx, true), codes.InvalidArgument},
+		{"ControllerPublishVolume with access mode 99", "access_mode", publish(mountCap("", 99), false), codes.InvalidArgument},
+		{"ControllerExpandVolume to 1 EiB", "300 TiB", func() error {
+			_, err := p.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{
+				VolumeId: "pvc-good", CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 60}, VolumeCapability: rwx,
+			})
+			return err
+		}, codes.OutOfRange},
+	}
+	before := r.onTAP()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if got := status.Code(err); got != tc.code || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("code %v (%v), want %v saying %q", got, err, tc.code, tc.says)
+			}
+			if after := r.onTAP(); !slices.Equal(before, after) {
+				t.Fatalf("the refusal changed ONTAP:\n%s", diff(before, after))
+			}
+		})
+	}
+	if _, err := p.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "pvc-good"}); err != nil {
+		t.Fatal(err)
+	}
+	plugintest.AssertONTAPClean(t, r.sim.Simulator)
 }

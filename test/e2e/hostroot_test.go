@@ -13,7 +13,7 @@ import (
 )
 
 // TestHostRootWithoutPropagation runs the node plugin as Trident 20.10's
-// DaemonSet has it (trident-compat.md §2.1): host tools run chrooted into a
+// DaemonSet has it (docs/design/trident-compat.md §2.1): host tools run chrooted into a
 // host root (/host there), and what they mount under it never reaches the
 // container's own view of <kubelet-dir>/plugins, a volume without mount
 // propagation in 20.10. The plugin must judge its mounts where they are,

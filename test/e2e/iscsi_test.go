@@ -133,7 +133,7 @@ func TestISCSIEndToEnd(t *testing.T) {
 	}
 }
 
-// createAndPublish creates an ontap-san volume and publishes it to the
+// createAndPublish creates an ontap-san (or san-economy) volume and publishes it to the
 // node, as csi-provisioner and csi-attacher do, and returns its id and
 // publish context. The LUN is mapped to the node's igroup, which holds the
 // node's initiator name.
@@ -143,7 +143,7 @@ func (r *rig) createAndPublish(p *plugintest.Plugin, name string, size int64, ca
 	created, err := p.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{
 		Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: size},
 		VolumeCapabilities: []*csi.VolumeCapability{capability},
-		Parameters:         map[string]string{"backendType": "ontap-san"},
+		Parameters:         map[string]string{"backendType": r.driver},
 	})
 	if err != nil {
 		r.t.Fatalf("CreateVolume: %v", err)

@@ -11,8 +11,10 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,26 +45,36 @@ type rig struct {
 	plugintest.Roots
 	sim     *plugintest.Sim
 	backend string    // --backend-config: ontap-san with iSCSI, else ontap-nas
+	driver  string    // its storageDriverName
 	iscsi   *iscsiEnv // nil for NFS-only rigs
 }
 
 type rigOptions struct {
 	iscsi bool
+	// driver replaces ontap-san or ontap-nas (an economy driver of the
+	// same protocol); keys add to its backend config.
+	driver string
+	keys   map[string]any
+	sim    ontapsim.Config
 }
 
 func newRig(t testing.TB, opts rigOptions) *rig {
 	t.Helper()
 	plugintest.RequireRoot(t)
 	roots := plugintest.NewRoots(t)
-	r := &rig{t: t, Roots: roots, sim: plugintest.StartSim(t, roots, ontapsim.Config{})}
+	r := &rig{t: t, Roots: roots, sim: plugintest.StartSim(t, roots, opts.sim), driver: opts.driver}
+	keys := map[string]any{}
 	if opts.iscsi {
 		r.iscsi = newISCSIEnv(t, r)
-		r.backend = plugintest.WriteBackendConfig(t, roots.Root, r.sim.Simulator, config.DriverONTAPSAN, nil)
+		r.driver = cmp.Or(r.driver, config.DriverONTAPSAN)
 	} else {
 		// Each volume gets its own policy with a rule for each node it is
 		// published to (nfsClientIP).
-		r.backend = plugintest.WriteBackendConfig(t, roots.Root, r.sim.Simulator, config.DriverONTAPNAS, map[string]any{"autoExportPolicy": true})
+		keys["autoExportPolicy"] = true
+		r.driver = cmp.Or(r.driver, config.DriverONTAPNAS)
 	}
+	maps.Copy(keys, opts.keys)
+	r.backend = plugintest.WriteBackendConfig(t, roots.Root, r.sim.Simulator, r.driver, keys)
 	return r
 }
 

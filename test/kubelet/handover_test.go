@@ -1,4 +1,4 @@
-// The handover scenarios of registration.md §6 against the kubelet code of
+// The handover scenarios of docs/design/registration.md §6 against the kubelet code of
 // k8s.io/kubernetes v1.37.2. Each scenario runs in a process of its own;
 // see harness/scenario.
 package kubelet_test

@@ -283,7 +283,7 @@ func (s *Simulator) getSnapshotPolicies(c *call) (*reply, *apiError) {
 }
 
 // getSnapmirror answers Trident's pre-delete replication lookups: the
-// simulator has no SnapMirror, so always 0 records (§5), whatever fields or
+// simulator has no SnapMirror, so always 0 records (docs/design/ontap-rest.md §5), whatever fields or
 // filters are asked for.
 func (s *Simulator) getSnapmirror(c *call) (*reply, *apiError) {
 	return &reply{status: http.StatusOK, body: map[string]any{

@@ -40,7 +40,7 @@ type Config struct {
 
 	// SyncDuplicateCheck makes volume POST fail synchronously with 409
 	// (917526, or 13107405 while a create of that name is in flight)
-	// instead of returning a job that fails. ontap-rest.md §7 leaves this
+	// instead of returning a job that fails. docs/design/ontap-rest.md §7 leaves this
 	// open; the default (false) follows the documented async model: every
 	// semantic check of a volume create runs in the job.
 	SyncDuplicateCheck bool
@@ -49,8 +49,18 @@ type Config struct {
 	AsyncLUNCreate *bool
 	// StrictVolumeDelete refuses (409, code 8) to delete a volume that is
 	// still mounted or holds mapped LUNs. Real systems and Trident are
-	// lenient (§3.5, §4.5), which is the default.
+	// lenient (docs/design/ontap-rest.md §3.5, §4.5), which is the default.
 	StrictVolumeDelete bool
+
+	// QtreeQuotaMounts makes every qtree a tmpfs mount of its tree quota's
+	// hard limit, so the file data plane enforces it (qtreefs.go). Needs
+	// root.
+	QtreeQuotaMounts bool
+	// MaxLUNsPerVolume caps the LUNs of one volume; LUN creates beyond it
+	// fail with 9158. Default 512, the per-volume limit NetApp documents for
+	// virtual storage (docs/design/economy.md §3; hardware limits are
+	// model-dependent).
+	MaxLUNsPerVolume int
 
 	// ClientCAPEM adds CAs whose client certificates are accepted for
 	// certificate authentication (CN = user name). The simulator's own CA
@@ -58,6 +68,19 @@ type Config struct {
 	ClientCAPEM []byte
 	// TLSHosts are extra DNS names or IPs for the server certificate.
 	TLSHosts []string
+
+	// DataPlane is DataPlaneFile (default: the /sim endpoints the test
+	// shims use) or DataPlaneKernel: LIO and nfsd of the kernel the
+	// simulator runs on serve the SVM's LUNs and exports (kernel.go; root,
+	// in a VM: test/vm).
+	DataPlane string
+	// ConfigfsRoot is LIO's configfs directory (kernel data plane), default
+	// /sys/kernel/config/target.
+	ConfigfsRoot string
+	// NFSRoot is where the kernel data plane mounts volumes at their
+	// junction paths; nfs.conf's [exports] rootdir must name it. Default
+	// /srv/ontap-sim/nfs.
+	NFSRoot string
 
 	JobRetention time.Duration // terminal jobs are kept this long, default 300 s
 	IdleTimeout  time.Duration // keep-alive idle timeout, default 5 s as on ONTAP
@@ -106,6 +129,9 @@ func (c *Config) setDefaults() error {
 	if c.AggregateSize == 0 {
 		c.AggregateSize = 10 * tib
 	}
+	if c.MaxLUNsPerVolume == 0 {
+		c.MaxLUNsPerVolume = 512
+	}
 	if len(c.Aggregates) == 0 {
 		for i := 0; i < c.Nodes; i++ {
 			c.Aggregates = append(c.Aggregates, AggregateConfig{Name: fmt.Sprintf("aggr%d", i+1), Node: i, Size: c.AggregateSize})
@@ -135,6 +161,19 @@ func (c *Config) setDefaults() error {
 		if net.ParseIP(ip) == nil {
 			return fmt.Errorf("data LIF %q is not an IP address", ip)
 		}
+	}
+	switch c.DataPlane {
+	case "":
+		c.DataPlane = DataPlaneFile
+	case DataPlaneFile, DataPlaneKernel:
+	default:
+		return fmt.Errorf("data plane %q: want %s or %s", c.DataPlane, DataPlaneFile, DataPlaneKernel)
+	}
+	if c.ConfigfsRoot == "" {
+		c.ConfigfsRoot = defaultConfigfsRoot
+	}
+	if c.NFSRoot == "" {
+		c.NFSRoot = defaultNFSRoot
 	}
 	if c.JobRetention == 0 {
 		c.JobRetention = 300 * time.Second

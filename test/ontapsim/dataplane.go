@@ -125,6 +125,12 @@ func (s *Simulator) ResolveNFSExport(server, client, p string) (*NFSExport, erro
 		}
 		v, _ = m.resolvePath(svm.UUID, path.Dir(v.JunctionPath))
 	}
+	if qa, denied, ok := m.qtreeExportAccess(vol, rel, client); ok {
+		if denied != nil {
+			return nil, denied
+		}
+		access = qa
+	}
 	return &NFSExport{Volume: vol.Name, Directory: dir, Access: access}, nil
 }
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestDefaultObjects checks what a fresh SVM has (ontap-rest.md §4.6) and
-// the discovery calls a Trident-style backend makes at init (§5).
+// TestDefaultObjects checks what a fresh SVM has (docs/design/ontap-rest.md §4.6) and
+// the discovery calls a Trident-style backend makes at init (docs/design/ontap-rest.md §5).
 func TestDefaultObjects(t *testing.T) {
 	a := newTestSim(t, Config{SVM: "vs1"})
 	c := a.must(200, "GET", "/api/cluster?fields=**", nil).body

@@ -1,6 +1,6 @@
 // Package ontapsim is an ONTAP REST API simulator: one cluster with one data SVM,
 // serving the subset of /api that the ontap-nas and ontap-san drivers use
-// (shared/reference/ontap-rest.md), with ONTAP's semantics, plus a small
+// (docs/design/ontap-rest.md), with ONTAP's semantics, plus a small
 // test-only data plane under /sim.
 //
 // It is the other side of the wire from the client in backends/ontap and
@@ -19,15 +19,29 @@
 // volumes (create incl. FlexClone, modify, clone split, snapshot restore,
 // delete with force), snapshots, NFS export policies and rules, LUNs and LUN
 // attributes, igroups and initiators, LUN maps and reporting nodes, the iSCSI
-// service, CHAP credentials, EMS (accepted) and SnapMirror relationships
-// (always empty).
+// service, CHAP credentials, EMS (accepted), SnapMirror relationships
+// (always empty), qtrees, tree quota rules and quota reports.
+//
+// Qtrees and quotas (qtrees.go, quotas.go; docs/design/economy.md §1, §2):
+// a qtree is a directory at its volume's root with its own export policy
+// (which the NFS data plane applies below it) and permissions; ids from 1,
+// the default qtree "" listed as id 0, at most 4,995 per volume. Tree quota
+// rules apply while the volume's quotas are on; turning them on leaves the
+// state "initializing" for QuotaInitialize, then "on". With quotas on, a
+// rule for a qtree with a derived quota (a default rule exists) or a limit
+// change is in force at once; any other new rule is kept but fails its job
+// with 5308571 until quotas are turned off and on. Deleting a qtree deletes
+// its rules, renaming renames them. Config.QtreeQuotaMounts (root) makes
+// each qtree a tmpfs of its hard limit, so writes past it fail and statfs
+// shows it, as NFS clients of ONTAP see it. Config.MaxLUNsPerVolume (512)
+// caps LUNs per volume (9158).
 //
 // Envelopes, query parameters (fields with *, **, !x and braces;
 // ignore_unknown_fields; filters with *, |, !, <, >, <=, >=, a..b, null and
 // quoting; return_records; return_timeout 0..120; max_records with
 // _links.next and a Link header; order_by; offset), string error codes in
 // {"error":{"message","code","target"}}, unknown arguments (262179) and
-// malformed bodies (262199/262200) follow ontap-rest.md §2. Expensive volume
+// malformed bodies (262199/262200) follow docs/design/ontap-rest.md §2. Expensive volume
 // fields are only returned when named or with fields=**.
 //
 // Synchronous versus job: volume POST/PATCH/DELETE and snapshot
@@ -44,10 +58,12 @@
 // are reserved while their create job runs, so concurrent creates of one
 // name have exactly one winner; the losers fail with 917526 (or 13107405
 // while the winner is still running). Config.SyncDuplicateCheck reports
-// that as a synchronous 409 instead (ontap-rest.md §7 point 3).
+// that as a synchronous 409 instead (docs/design/ontap-rest.md §7 point 3).
 //
-// Rules modelled: volume names (917886/917887/917888), 20 MiB minimum
-// (917534), sizes rounded up to 4 KiB (volumes and LUNs), junction paths
+// Rules modelled: volume names (917886/917887/917888), 20 MiB minimum and
+// 100 TiB maximum (917534; 300 TiB with space.large_size_enabled, 9.12.1+),
+// LUNs of 16 TiB at most in a volume without large size (5374125), sizes
+// rounded up to 4 KiB (volumes and LUNs), junction paths
 // (absolute, unique case-insensitively, parent mounted or a directory of a
 // mounted volume; offline volumes lose theirs), LUN names and sizes, LUN
 // cannot shrink (5374892) or be patched to its size (1254226), mapped LUN
@@ -78,7 +94,7 @@
 //
 // # Latency
 //
-// Off by default. RealisticLatency returns the figures of ontap-rest.md
+// Off by default. RealisticLatency returns the figures of docs/design/ontap-rest.md
 // §4.7; each request sleeps a draw from its class (Request, SyncMutation,
 // LUNCreate) before it is handled, and each job lasts a draw from its kind
 // (VolumeCreate, VolumePatch, VolumeDelete, SnapshotCreate, SnapshotDelete,

@@ -8,7 +8,7 @@ import (
 
 // apiError is an ONTAP error: the HTTP status of a synchronous failure plus
 // the body {"error":{"message","code","target"}}. The same value describes a
-// job failure, whose integer code is Code parsed (ontap-rest.md §2.4, §2.5).
+// job failure, whose integer code is Code parsed (docs/design/ontap-rest.md §2.4, §2.5).
 type apiError struct {
 	Status  int
 	Code    string
@@ -40,7 +40,7 @@ func errConflict(code int, target, format string, args ...any) *apiError {
 	return newError(http.StatusConflict, code, target, format, args...)
 }
 
-// ONTAP error codes the simulator returns. Numbers come from ontap-rest.md
+// ONTAP error codes the simulator returns. Numbers come from docs/design/ontap-rest.md
 // (§2.4 global table, §3 endpoint tables); where the reference documents no
 // code the choice is noted.
 const (
@@ -157,9 +157,32 @@ const (
 	codeMapIgroupOtherSVM   = 5374878
 	codeMapNotFound         = 5374922
 	// A LUN ID already used in the igroup (or seen by one of its initiators)
-	// has no documented REST code (ontap-rest.md §3.10); 1254324 is the
+	// has no documented REST code (docs/design/ontap-rest.md §3.10); 1254324 is the
 	// related "same LUN ID for multiple LUN maps" code.
 	codeMapLUNIDInUse = codeInitiatorSameLUNID
+
+	// Qtrees and quotas (docs/design/economy.md §1, §2). Guesses: a
+	// duplicate qtree, a volume at its qtree limit and an offline volume
+	// fail with the generic "Failed to create qtree"; a quota rule for a
+	// missing qtree with the LUN endpoint's "qtree was not found"; a
+	// duplicate rule with the global "entry exists" (1).
+	codeQtreeReadOnly      = 5242881
+	codeQtreeCreateFailed  = 5242886
+	codeQtreeNameReserved  = 5242894
+	codeQtreeNoName        = 5242953
+	codeQtreeNotFound      = 5242927
+	codeQtreeBadValue      = 262245
+	codeQtreeNoVolume      = 918232
+	codeQtreeBadPolicy     = codePolicyNotFound
+	codePolicyUsedByQtree  = 1703953
+	codeQuotaRuleNotFound  = 5308545
+	codeQuotaNeedsQtree    = 5308564
+	codeQuotaResizeFailed  = 5308568
+	codeQuotaResizeSkipped = 5308571
+	codeQuotaOutOfRange    = 5308574
+	// A volume holding the most LUNs it may: ZAPI's EVDISK_ERROR_TOO_MANY_LUNS
+	// (Trident's only "too many LUNs" code); REST documents none.
+	codeTooManyLUNs = 9158
 
 	// iSCSI service and CHAP.
 	codeISCSINoService      = 5374078
@@ -174,18 +197,19 @@ const (
 
 // statusForCode maps a job failure code to the HTTP status used when the
 // failure is returned synchronously (return_timeout elapsed with the job
-// finished). The mapping follows the client classes of ontap-rest.md §6.
+// finished). The mapping follows the client classes of docs/design/ontap-rest.md §6.
 func statusForCode(code int) int {
 	switch code {
 	case codeNotFound, codeLUNVolNotFound, codeParentVolNotFound, codeLUNNotFound, codeLUNCloneSource,
 		codeIgroupNotFound, codeMapIgroupOtherSVM, codeMapNotFound, codeMapLUNNotFound, codeSnapNotFound,
-		codePolicyNotFound, codeSVMNotFound, codeChapNotFound, codeAggrNotFound:
+		codePolicyNotFound, codeSVMNotFound, codeChapNotFound, codeAggrNotFound, codeQtreeNotFound,
+		codeQuotaRuleNotFound:
 		return http.StatusNotFound
 	case codeDuplicate, codeVolDuplicate, codeVolBeingCreated, codeIgroupExists, codeLUNExists,
 		codeSnapDuplicate, codeRuleDuplicate, codeMapDuplicate, codeInitiatorExists, codeLUNAttrExists,
 		codeChapExists, codeLUNRenameExists,
 		codeInUse, codeLUNMapped, codeIgroupMapped, codePolicyInUse, codePolicyIsDefault, codeVolHasClones,
-		codeSnapBusy, 524486:
+		codeSnapBusy, 524486, codePolicyUsedByQtree:
 		return http.StatusConflict
 	case codePermissionDenied:
 		return http.StatusForbidden
@@ -193,7 +217,7 @@ func statusForCode(code int) int {
 		return http.StatusTooManyRequests
 	case codeResourceLimit:
 		return http.StatusServiceUnavailable
-	case codeJobFailed, 65541, 65552, 65562, 262145:
+	case codeJobFailed, 65541, 65552, 65562, 262145, codeQuotaResizeFailed:
 		return http.StatusInternalServerError
 	}
 	return http.StatusBadRequest

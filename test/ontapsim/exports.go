@@ -424,6 +424,9 @@ func (s *Simulator) deletePolicy(c *call) (*reply, *apiError) {
 			return nil, errConflict(codePolicyInUse, "id", "Ruleset %q is in use by volume %q and cannot be deleted.", p.Name, v.Name)
 		}
 	}
+	if q := s.m.policyUsedByQtree(p); q != nil {
+		return nil, errConflict(codePolicyUsedByQtree, "id", "Ruleset %q is in use by qtree %q and cannot be deleted.", p.Name, q.Name)
+	}
 	delete(s.m.ExportPolicies, p.ID)
 	return okReply(), nil
 }

@@ -17,7 +17,7 @@ const (
 	FaultUnavailable FaultKind = "503"
 	// FaultLocked answers 503 code 8 "... temporarily locked ...", before
 	// any state change (the transient configuration lock Ansible retries;
-	// code 8 is ONTAP's "in use", sent as 503 while transient: ontap-rest.md
+	// code 8 is ONTAP's "in use", sent as 503 while transient: docs/design/ontap-rest.md
 	// §2.4, §2.6).
 	FaultLocked FaultKind = "locked"
 	// FaultDrop closes the connection without a response, before any state

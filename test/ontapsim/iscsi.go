@@ -91,7 +91,7 @@ func (s *Simulator) renderCredential(cr *chapState) map[string]any {
 	if svm := s.m.svm(cr.SVM); svm != nil {
 		rec["svm"] = map[string]any{"name": svm.Name, "uuid": svm.UUID}
 	}
-	// Passwords are write-only (§3.11).
+	// Passwords are write-only (docs/design/ontap-rest.md §3.11).
 	if cr.AuthType == "chap" {
 		chap := map[string]any{"inbound": map[string]any{"user": cr.InboundUser}}
 		if cr.OutboundUser != "" {

@@ -13,7 +13,7 @@ const (
 	jobFailure = "failure"
 )
 
-// job is an ONTAP cluster job (ontap-rest.md §2.5). Fields are guarded by
+// job is an ONTAP cluster job (docs/design/ontap-rest.md §2.5). Fields are guarded by
 // Simulator.mu; done is closed once the job is terminal.
 type job struct {
 	UUID        string

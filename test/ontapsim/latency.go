@@ -30,9 +30,18 @@ type LatencyModel struct {
 	SnapshotDelete Range
 	CloneCreate    Range
 	CloneSplit     Range
+
+	// Qtrees and quotas (docs/design/economy.md §6): QuotaRule is a rule
+	// create, modify or delete with its automatic resize; QuotaInitialize
+	// is how long quotas stay "initializing" after being turned on.
+	QtreeCreate     Range
+	QtreePatch      Range
+	QtreeDelete     Range
+	QuotaRule       Range
+	QuotaInitialize Range
 }
 
-// RealisticLatency returns the figures of ontap-rest.md §4.7 (measured on
+// RealisticLatency returns the figures of docs/design/ontap-rest.md §4.7 (measured on
 // real systems in Trident issue #1144 and the suggested simulator defaults).
 // The ranges are the jitter.
 func RealisticLatency() LatencyModel {
@@ -48,6 +57,12 @@ func RealisticLatency() LatencyModel {
 		SnapshotDelete: Range{300 * ms, 1000 * ms},
 		CloneCreate:    Range{1000 * ms, 3000 * ms},
 		CloneSplit:     Range{5000 * ms, 15000 * ms},
+
+		QtreeCreate:     Range{100 * ms, 400 * ms},
+		QtreePatch:      Range{100 * ms, 300 * ms},
+		QtreeDelete:     Range{100 * ms, 500 * ms},
+		QuotaRule:       Range{200 * ms, 800 * ms},
+		QuotaInitialize: Range{1000 * ms, 3000 * ms},
 	}
 }
 

@@ -40,6 +40,9 @@ var lunOSTypes = []string{"aix", "hpux", "hyper_v", "linux", "netware", "openvms
 const (
 	minLUNSize = 4096
 	maxLUNSize = 128 * tib
+	// maxSmallLUNSize is the largest file, so LUN, of a volume without
+	// space.large_size_enabled (docs/design/ontap-rest.md §4.2).
+	maxSmallLUNSize = 16 * tib
 )
 
 var lunLeafRE = regexp.MustCompile(`^[A-Za-z0-9\-._{}]+$`)
@@ -75,10 +78,19 @@ func checkLUNSize(size int64) *apiError {
 	return nil
 }
 
+// checkLUNInVolume refuses a LUN larger than its volume's files may be.
+func checkLUNInVolume(size int64, v *volumeState) *apiError {
+	if size > maxSmallLUNSize && !v.LargeSize {
+		return errInvalid(codeLUNSizeTooLarge, "space.size",
+			"The LUN size %d is too large. The maximum size is 16TB unless the volume has large size enabled.", size)
+	}
+	return nil
+}
+
 const serialChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-"
 
 // newSerial returns a 12-character serial unique in the cluster, starting
-// with '8' as NetApp serials usually do (§4.1). Called with mu held.
+// with '8' as NetApp serials usually do (docs/design/ontap-rest.md §4.1). Called with mu held.
 func (s *Simulator) newSerial() string {
 	for {
 		b := []byte("8")
@@ -360,6 +372,11 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 		return nil, errConflict(codeLUNVolOffline, "name", "Volume %q is not online.", v.Name)
 	case m.lunByPath(spec.SVM.UUID, spec.Path) != nil:
 		return nil, errConflict(codeLUNExists, "name", "A LUN or NVMe namespace already exists at path %q.", spec.Path)
+	case len(m.lunsOfVolume(v.UUID)) >= s.cfg.MaxLUNsPerVolume:
+		return nil, errInvalid(codeTooManyLUNs, "name", "Volume %q already holds the maximum number of LUNs (%d).", v.Name, s.cfg.MaxLUNsPerVolume)
+	}
+	if err := checkLUNInVolume(spec.Size, v); err != nil {
+		return nil, err
 	}
 	l := &lunState{
 		UUID: newUUID(), Volume: v.UUID, Leaf: spec.Leaf, SVM: spec.SVM.UUID, Size: spec.Size,
@@ -376,6 +393,9 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 			return nil, errInvalid(codeLUNCloneOtherVol, "clone.source", "A LUN can only be cloned within its volume.")
 		}
 		l.OSType = src.OSType
+		if l.Attributes == nil {
+			l.Attributes = append([]lunAttr(nil), src.Attributes...)
+		}
 		if l.Size == 0 {
 			l.Size = src.Size
 		}
@@ -412,6 +432,9 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 type lunSource struct {
 	Size   int64
 	OSType string
+	// Attributes come with the clone (ONTAP: "a clone can already have
+	// attributes from its source").
+	Attributes []lunAttr
 }
 
 func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, string, *apiError) {
@@ -422,7 +445,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 		if l == nil {
 			return nil, "", "", notFound
 		}
-		return &lunSource{Size: l.Size, OSType: l.OSType}, l.Volume, s.lunFile(l.UUID), nil
+		return &lunSource{Size: l.Size, OSType: l.OSType, Attributes: l.Attributes}, l.Volume, s.lunFile(l.UUID), nil
 	}
 	parts := strings.Split(spec.CloneSrc, "/")
 	if len(parts) == 6 && parts[1] == "vol" && parts[3] == ".snapshot" {
@@ -436,7 +459,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 		}
 		for _, sl := range sn.LUNs {
 			if sl.Leaf == parts[5] {
-				return &lunSource{Size: sl.Size, OSType: sl.OSType}, v.UUID, s.snapshotLUNFile(sn.UUID, sl.UUID), nil
+				return &lunSource{Size: sl.Size, OSType: sl.OSType, Attributes: sl.Attributes}, v.UUID, s.snapshotLUNFile(sn.UUID, sl.UUID), nil
 			}
 		}
 		return nil, "", "", notFound
@@ -445,7 +468,7 @@ func (s *Simulator) resolveLUNCloneSource(spec *lunSpec) (*lunSource, string, st
 	if l == nil {
 		return nil, "", "", notFound
 	}
-	return &lunSource{Size: l.Size, OSType: l.OSType}, l.Volume, s.lunFile(l.UUID), nil
+	return &lunSource{Size: l.Size, OSType: l.OSType, Attributes: l.Attributes}, l.Volume, s.lunFile(l.UUID), nil
 }
 
 func errLUNSpace(v *volumeState, need, avail int64) *apiError {
@@ -563,6 +586,9 @@ func (s *Simulator) applyLUNPatch(uuid string, p *lunPatch) *apiError {
 			return errInvalid(codeLUNSameSize, "space.size", "Cannot modify the LUN size to its current size (%d bytes).", newSize)
 		case newSize < cur.Size:
 			return errInvalid(codeLUNShrink, "space.size", "Reducing the size of a LUN is not supported (current %d bytes, requested %d).", cur.Size, newSize)
+		}
+		if err := checkLUNInVolume(newSize, v); err != nil {
+			return err
 		}
 	}
 	res := cur.Reserved

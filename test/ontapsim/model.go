@@ -29,6 +29,11 @@ type model struct {
 	LUNMaps          []*lunMapState          `json:"lun_maps"`
 	Credentials      []*chapState            `json:"credentials"`
 	DeletedSeq       int                     `json:"deleted_seq"`
+
+	// Qtrees and tree quotas (qtrees.go, quotas.go).
+	Qtrees       map[string]*qtreeState       `json:"qtrees,omitempty"` // "<volume uuid>/<id>"
+	QuotaRules   map[string]*quotaRuleState   `json:"quota_rules,omitempty"`
+	VolumeQuotas map[string]*volumeQuotaState `json:"volume_quotas,omitempty"` // by volume uuid
 }
 
 const modelFormat = 1
@@ -106,6 +111,7 @@ type volumeState struct {
 	Encryption      bool             `json:"encryption"`
 	QoSPolicy       string           `json:"qos_policy,omitempty"`
 	AutosizeMode    string           `json:"autosize_mode"`
+	LargeSize       bool             `json:"large_size,omitempty"` // space.large_size_enabled
 	IsSVMRoot       bool             `json:"is_svm_root,omitempty"`
 	CloneParent     string           `json:"clone_parent,omitempty"`      // parent volume UUID while a FlexClone
 	CloneParentSnap string           `json:"clone_parent_snap,omitempty"` // parent snapshot UUID
@@ -406,7 +412,7 @@ func (m *model) clonesOf(vol, snap string) []*volumeState {
 }
 
 // volumeAtJunction returns the mounted volume whose junction path is p,
-// compared case-insensitively as ONTAP does (§4.4).
+// compared case-insensitively as ONTAP does (docs/design/ontap-rest.md §4.4).
 func (m *model) volumeAtJunction(svm, p string) *volumeState {
 	for _, v := range m.Volumes {
 		if v.SVM == svm && v.JunctionPath != "" && strings.EqualFold(v.JunctionPath, p) {

@@ -123,7 +123,7 @@ func TestCorruptStateIsAnError(t *testing.T) {
 }
 
 // Concurrent creates of one name: exactly one wins, whichever way ONTAP
-// reports duplicates (§7 open point 3).
+// reports duplicates (docs/design/ontap-rest.md §7 open point 3).
 func TestConcurrentCreatesOneWinner(t *testing.T) {
 	for _, syncDup := range []bool{false, true} {
 		t.Run(fmt.Sprintf("SyncDuplicateCheck=%v", syncDup), func(t *testing.T) {

@@ -265,6 +265,14 @@ type matcher struct {
 	literal bool
 }
 
+// MatchQuery reports whether value matches query as the simulator reads a
+// "<field>=<query>" filter (docs/design/ontap-rest.md §2.1). The REST client's tests
+// check their query literals against it.
+func MatchQuery(query, value string) bool {
+	f := parseFilter("v", query)
+	return f.match(map[string]any{"v": value})
+}
+
 func parseFilter(field, q string) filterExpr {
 	f := filterExpr{path: strings.Split(field, ".")}
 	for _, alt := range splitAlternatives(q) {

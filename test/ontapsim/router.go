@@ -282,7 +282,7 @@ func answerFault(w http.ResponseWriter, hal bool, fault *FaultRule, rt *route) b
 	case FaultUnavailable:
 		writeError(w, hal, newError(http.StatusServiceUnavailable, codeResourceLimit, "", "Resource limit exceeded: the service is temporarily unavailable."))
 	case FaultLocked:
-		// ONTAP's "in use" (code 8) comes as 409 or 503 (ontap-rest.md
+		// ONTAP's "in use" (code 8) comes as 409 or 503 (docs/design/ontap-rest.md
 		// §2.4); a transient refusal is a 503 (§2.6), which is what tells a
 		// client to retry: the message is for people.
 		writeError(w, hal, newError(http.StatusServiceUnavailable, codeInUse, "", "Unable to perform the operation: the system is temporarily locked. Retry the operation later."))
@@ -334,14 +334,14 @@ func checkMethodParams(method string, rt *route, q url.Values) *apiError {
 	return nil
 }
 
-// finishAsync waits for rep.job up to return_timeout seconds (§2.5): a job
+// finishAsync waits for rep.job up to return_timeout seconds (docs/design/ontap-rest.md §2.5): a job
 // that finished in time turns the 202 into 201 (POST) / 200, or into the
 // job's error.
 func (s *Simulator) finishAsync(c *call, rep *reply) (*reply, *apiError) {
 	j := rep.job
 	state, jerr := jobQueued, (*apiError)(nil)
 	// With return_timeout 0 (the default) the answer is always 202, even if
-	// the job happens to be done already: clients rely on it (§2.5).
+	// the job happens to be done already: clients rely on it (docs/design/ontap-rest.md §2.5).
 	if n, _ := strconv.Atoi(c.q.Get("return_timeout")); n > 0 {
 		t := time.NewTimer(time.Duration(n) * time.Second)
 		select {
@@ -406,7 +406,7 @@ func writeJSON(w http.ResponseWriter, hal bool, status int, body any) {
 }
 
 // stripLinks removes HAL links for plain application/json clients, except
-// the top-level "next" that paging needs (§2.2).
+// the top-level "next" that paging needs (docs/design/ontap-rest.md §2.2).
 func stripLinks(v any, top bool) any {
 	switch t := v.(type) {
 	case map[string]any:

@@ -7,7 +7,7 @@ const (
 	req, mut              = latRequest, latSyncMutation
 )
 
-// buildRoutes lists every endpoint of ontap-rest.md §3 the simulator
+// buildRoutes lists every endpoint of docs/design/ontap-rest.md §3 the simulator
 // serves. Templates are what Stats and fault rules use.
 func (s *Simulator) buildRoutes() []*route {
 	s.routes = nil
@@ -18,6 +18,8 @@ func (s *Simulator) buildRoutes() []*route {
 	s.igroupRoutes()
 	s.lunMapRoutes()
 	s.iscsiRoutes()
+	s.qtreeRoutes()
+	s.quotaRoutes()
 	return s.routes
 }
 
@@ -47,6 +49,7 @@ func (s *Simulator) volumeRoutes() {
 	s.add(patch, "/api/storage/volumes/{uuid}", req, s.patchVolume, async, vol,
 		withParams("restore_to.snapshot.name", "restore_to.snapshot.uuid", "preserve_lun_ids"))
 	s.add(del, "/api/storage/volumes/{uuid}", req, s.deleteVolume, async, vol, withParams("force"))
+	s.add(post, "/api/application/containers", req, s.postContainer, async, vol)
 
 	snap := withResource(snapshotResource)
 	s.add(get, "/api/storage/volumes/{volume.uuid}/snapshots", req, s.getSnapshots)

@@ -31,6 +31,8 @@ type Simulator struct {
 	// concurrent creates of one name have exactly one winner.
 	creating map[string]string // svm uuid + "/" + name -> job uuid
 
+	kernel *kernelPlane // the kernel data plane, nil with the file one
+
 	dataDir    string
 	tempDir    bool
 	persistent bool
@@ -38,6 +40,9 @@ type Simulator struct {
 	rngMu  sync.Mutex // guards rng and faults
 	rng    *rand.Rand
 	faults faultState
+
+	// qtreeMounts are the qtree tmpfs mounts (qtreefs.go), dir -> size.
+	qtreeMounts map[string]int64
 
 	stats   statsCounter
 	routes  []*route
@@ -108,6 +113,17 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	if s.tls, err = loadOrCreateCA(s.dataDir, s.persistent); err != nil {
 		return nil, err
+	}
+	if err := s.mountQtreeFS(); err != nil {
+		return nil, err
+	}
+	if cfg.DataPlane == DataPlaneKernel {
+		if s.kernel, err = newKernelPlane(&s.cfg); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.syncKernelLocked()
+		s.mu.Unlock()
 	}
 	s.routes = s.buildRoutes()
 	return s, nil
@@ -191,7 +207,7 @@ func (s *Simulator) Close() error {
 		}
 		s.jobWG.Wait()
 		s.mu.Lock()
-		s.closeErr = s.saveLocked()
+		s.closeErr = errors.Join(s.closeQtreeFS(), s.saveLocked(), s.closeKernelLocked())
 		s.mu.Unlock()
 		if s.tempDir {
 			if err := os.RemoveAll(s.dataDir); err != nil && s.closeErr == nil {
@@ -237,6 +253,7 @@ func (s *Simulator) load() (bool, error) {
 	if m.IGroups == nil {
 		m.IGroups = map[string]*igroupState{}
 	}
+	m.initQuotaMaps()
 	if svm := m.svmByName(s.cfg.SVM); svm == nil {
 		logrus.WithFields(logrus.Fields{"configured": s.cfg.SVM, "file": stateFile}).Warn("configured SVM not in saved state; the saved topology is used")
 	}
@@ -246,7 +263,11 @@ func (s *Simulator) load() (bool, error) {
 
 // saveLocked writes the model atomically (temp file, fsync, rename, fsync
 // of the directory) so a crash leaves either the old or the new state.
+//
+// Every committed change passes here, so it is also where the kernel data
+// plane catches up with the model.
 func (s *Simulator) saveLocked() error {
+	s.syncKernelLocked()
 	if !s.persistent {
 		return nil
 	}

@@ -6,7 +6,7 @@ import (
 	"syscall"
 )
 
-// Space accounting (ontap-rest.md §4.3). Usage is measured from the backing
+// Space accounting (docs/design/ontap-rest.md §4.3). Usage is measured from the backing
 // files, so it follows what the data plane really wrote:
 //   - a volume's used space is its directory plus its LUNs (a LUN with
 //     space.guarantee.requested counts its full size, a thin one what is
@@ -109,7 +109,7 @@ func humanSize(n int64) string {
 }
 
 // errAggrSpace is the job failure of a thick create/grow that does not fit
-// (text as on ONTAP; the REST code is undocumented, §3.5).
+// (text as on ONTAP; the REST code is undocumented, docs/design/ontap-rest.md §3.5).
 func errAggrSpace(m *model, what string, v *volumeState, a *aggrState, need, avail int64) *apiError {
 	node := ""
 	if n := m.node(a.Node); n != nil {

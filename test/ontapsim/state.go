@@ -87,6 +87,7 @@ type VolumeInfo struct {
 	SnapdirAccess   bool
 	UnixPermissions int
 	IsSVMRoot       bool
+	LargeSize       bool   // space.large_size_enabled
 	CloneParent     string // parent volume name while a FlexClone
 	Snapshots       []string
 	Directory       string // backing directory
@@ -98,7 +99,7 @@ func (s *Simulator) volumeInfo(v *volumeState) VolumeInfo {
 		UUID: v.UUID, Name: v.Name, Size: v.Size, State: v.State, Guarantee: v.Guarantee,
 		JunctionPath: v.JunctionPath, Comment: v.Comment, SnapshotPolicy: v.SnapshotPolicy,
 		ReservePercent: v.ReservePercent, SnapdirAccess: v.SnapdirAccess, UnixPermissions: v.UnixPermissions,
-		IsSVMRoot: v.IsSVMRoot, Directory: s.volumeDir(v.UUID),
+		IsSVMRoot: v.IsSVMRoot, LargeSize: v.LargeSize, Directory: s.volumeDir(v.UUID),
 	}
 	if a := m.aggr(v.Aggregate); a != nil {
 		vi.Aggregate = a.Name

@@ -19,7 +19,7 @@ var (
 )
 
 // newTopology builds a fresh cluster with the per-SVM default objects of
-// ontap-rest.md §4.6: SVM running with all aggregates, root volume mounted
+// docs/design/ontap-rest.md §4.6: SVM running with all aggregates, root volume mounted
 // at "/", export policy "default" with an allow-all rule, iSCSI service
 // with a target IQN, CHAP credential "default" (none), data LIFs up, and
 // snapshot policies "default" and "none".
@@ -31,6 +31,9 @@ func newTopology(cfg *Config) *model {
 		ExportPolicies: map[int64]*policyState{},
 		LUNs:           map[string]*lunState{},
 		IGroups:        map[string]*igroupState{},
+		Qtrees:         map[string]*qtreeState{},
+		QuotaRules:     map[string]*quotaRuleState{},
+		VolumeQuotas:   map[string]*volumeQuotaState{},
 	}
 	for i := 0; i < cfg.Nodes; i++ {
 		m.Nodes = append(m.Nodes, &nodeState{

@@ -18,7 +18,7 @@ var volumeResource = &resource{
 		nas.path nas.security_style nas.unix_permissions nas.uid nas.gid nas.export_policy.name nas.export_policy.id
 		nas.junction_parent.name nas.junction_parent.uuid
 		space.size space.available space.used space.afs_total space.available_percent space.percent_used
-		space.footprint space.over_provisioned space.physical_used
+		space.footprint space.over_provisioned space.physical_used space.large_size_enabled
 		space.logical_space.used space.logical_space.available space.logical_space.used_by_afs
 		space.logical_space.used_percent space.logical_space.reporting space.logical_space.enforcement
 		space.snapshot.reserve_percent space.snapshot.reserve_size space.snapshot.reserve_available
@@ -28,9 +28,9 @@ var volumeResource = &resource{
 		clone.parent_snapshot.name clone.parent_snapshot.uuid clone.parent_svm.name clone.parent_svm.uuid
 		clone.split_initiated clone.split_complete_percent clone.split_estimate
 		autosize.mode autosize.maximum autosize.minimum autosize.grow_threshold autosize.shrink_threshold
-		qos.policy.name qos.policy.uuid tiering.policy snapshot_count is_svm_root _links`),
+		qos.policy.name qos.policy.uuid tiering.policy snapshot_count is_svm_root quota.enabled quota.state _links`),
 	keys: []string{"uuid", "name"},
-	// Expensive fields are only returned when named or with fields=** (§3.5).
+	// Expensive fields are only returned when named or with fields=** (docs/design/ontap-rest.md §3.5).
 	expensive: []string{"nas.path", "nas.security_style", "nas.unix_permissions", "nas.uid", "nas.gid",
 		"nas.export_policy.id", "nas.junction_parent", "clone.parent_volume", "clone.parent_snapshot",
 		"clone.parent_svm", "clone.split_initiated", "clone.split_complete_percent", "clone.split_estimate",
@@ -42,8 +42,8 @@ var volumeResource = &resource{
 var volumePostFields = newSchema(`name svm.name svm.uuid aggregates.name aggregates.uuid size state style type
 	comment language guarantee.type snapshot_policy.name snapshot_policy.uuid snapshot_directory_access_enabled
 	nas.path nas.security_style nas.unix_permissions nas.uid nas.gid nas.export_policy.name nas.export_policy.id
-	space.snapshot.reserve_percent encryption.enabled tiering.policy qos.policy.name qos.policy.uuid
-	autosize.mode autosize.maximum autosize.minimum
+	space.snapshot.reserve_percent space.large_size_enabled encryption.enabled tiering.policy qos.policy.name
+	qos.policy.uuid autosize.mode autosize.maximum autosize.minimum
 	clone.parent_volume.name clone.parent_volume.uuid clone.parent_snapshot.name clone.parent_snapshot.uuid
 	clone.parent_svm.name clone.parent_svm.uuid clone.is_flexclone`)
 
@@ -55,9 +55,9 @@ var cloneCreateFields = newSchema(`name svm.name svm.uuid comment nas.path nas.e
 
 var volumePatchFields = newSchema(`name size state comment snapshot_policy.name snapshot_policy.uuid
 	snapshot_directory_access_enabled nas.path nas.security_style nas.unix_permissions nas.uid nas.gid
-	nas.export_policy.name nas.export_policy.id space.snapshot.reserve_percent tiering.policy
-	qos.policy.name qos.policy.uuid autosize.mode autosize.maximum autosize.minimum guarantee.type
-	clone.split_initiated`)
+	nas.export_policy.name nas.export_policy.id space.snapshot.reserve_percent space.large_size_enabled
+	tiering.policy qos.policy.name qos.policy.uuid autosize.mode autosize.maximum autosize.minimum guarantee.type
+	clone.split_initiated quota.enabled`)
 
 const (
 	minVolumeSize          = 20 * mib
@@ -83,7 +83,7 @@ func validateVolumeName(name, target string) *apiError {
 	return nil
 }
 
-// validateJunctionSyntax checks the shape of nas.path (§4.4); whether the
+// validateJunctionSyntax checks the shape of nas.path (docs/design/ontap-rest.md §4.4); whether the
 // path is free and its parent exists is checked when the job runs.
 func validateJunctionSyntax(p string) *apiError {
 	if p == "" {
@@ -99,9 +99,33 @@ func validateJunctionSyntax(p string) *apiError {
 
 func roundUp4K(n int64) int64 { return (n + 4095) &^ 4095 }
 
-func checkVolumeSize(size int64) *apiError {
-	if size < minVolumeSize {
+// FlexVol size limits (docs/design/ontap-rest.md §4.2): 100 TiB, or 300 TiB
+// with space.large_size_enabled (ONTAP 9.12.1 and later). The too-large
+// error carries the too-small one's code and ONTAP's wording for both.
+const (
+	maxVolumeSize      = 100 * tib
+	maxLargeVolumeSize = 300 * tib
+)
+
+func checkVolumeSize(size int64, large bool) *apiError {
+	max, maxText := int64(maxVolumeSize), "100TB"
+	if large {
+		max, maxText = maxLargeVolumeSize, "300TB"
+	}
+	switch {
+	case size < minVolumeSize:
 		return errInvalid(codeVolSizeTooSmall, "size", "Size \"%s\" (\"%dB\") is too small. Minimum size is 20MB (20971520B).", humanSize(size), size)
+	case size > max:
+		return errInvalid(codeVolSizeTooSmall, "size", "Size \"%s\" (\"%dB\") is too large. Maximum size is %s (\"%dB\").", humanSize(size), size, maxText, max)
+	}
+	return nil
+}
+
+// checkLargeSize refuses space.large_size_enabled before ONTAP 9.12.1,
+// which does not know the field.
+func (s *Simulator) checkLargeSize(given bool) *apiError {
+	if given && !s.cfg.versionAtLeast(9, 12, 1) {
+		return errInvalid(codeUnexpectedArgument, "space.large_size_enabled", "Unexpected argument \"space.large_size_enabled\".")
 	}
 	return nil
 }
@@ -123,6 +147,7 @@ type volumeSpec struct {
 	SecurityStyle   string
 	UnixPermissions int
 	UID, GID        int
+	LargeSize       bool   // space.large_size_enabled
 	ExportPolicy    string // name; "" = default
 	ExportPolicyID  int64  // alternative to the name
 	ReservePercent  int
@@ -146,9 +171,10 @@ func parseVolumeSpec(b *bodyReader, svm *svmState) (*volumeSpec, *apiError) {
 	if err := spec.readAggregate(b); err != nil {
 		return nil, err
 	}
+	spec.LargeSize, _ = b.boolean("space.large_size_enabled")
 	if size, ok := b.size("size"); ok {
 		spec.Size = roundUp4K(size)
-		if err := checkVolumeSize(spec.Size); err != nil {
+		if err := checkVolumeSize(spec.Size, spec.LargeSize); err != nil {
 			return nil, err
 		}
 	}
@@ -283,11 +309,19 @@ func (s *Simulator) postVolume(c *call) (*reply, *apiError) {
 	} else {
 		spec, err = parseVolumeSpec(b, svm)
 	}
+	if err == nil {
+		err = s.checkLargeSize(b.has("space.large_size_enabled"))
+	}
 	if err != nil {
 		return nil, err
 	}
+	return s.startVolumeCreate(c, svm, name, spec, clone)
+}
 
-	// One winner per name: reserve it until the job ends (§7 point 3).
+// startVolumeCreate starts the job of a volume create (spec) or clone
+// create (clone) of name. One create wins per name: the name is reserved
+// until the job ends (docs/design/ontap-rest.md §7, point 3).
+func (s *Simulator) startVolumeCreate(c *call, svm *svmState, name string, spec *volumeSpec, clone *cloneSpec) (*reply, *apiError) {
 	key := svm.UUID + "/" + name
 	var dup *apiError
 	switch {
@@ -365,7 +399,7 @@ func (s *Simulator) createVolume(spec *volumeSpec) (*volumeState, *apiError) {
 		SecurityStyle: spec.SecurityStyle, UnixPermissions: spec.UnixPermissions, UID: spec.UID, GID: spec.GID,
 		ExportPolicy: pol.ID, ReservePercent: spec.ReservePercent, Language: spec.Language,
 		TieringPolicy: spec.TieringPolicy, Encryption: spec.Encryption, QoSPolicy: spec.QoSPolicy,
-		AutosizeMode: spec.AutosizeMode,
+		AutosizeMode: spec.AutosizeMode, LargeSize: spec.LargeSize,
 	}
 	if v.Guarantee == "volume" {
 		u := s.newUsage()
@@ -437,7 +471,7 @@ func (m *model) resolvePath(svm, p string) (*volumeState, string) {
 	return best, rel
 }
 
-// checkJunction verifies that v can be mounted at p (§4.4): v online, p
+// checkJunction verifies that v can be mounted at p (docs/design/ontap-rest.md §4.4): v online, p
 // unused in the SVM (case-insensitive), and p's parent an existing
 // directory of a mounted volume.
 func (s *Simulator) checkJunction(v *volumeState, p string) *apiError {
@@ -579,7 +613,7 @@ func leafPaths(m map[string]any) []string {
 
 // createClone creates a FlexClone from a parent snapshot (taking one named
 // "clone_<name>.<time>.0" when none is given). The clone's LUNs are new,
-// unmapped LUNs with new serials (§4.1 belief). Called with mu held.
+// unmapped LUNs with new serials (docs/design/ontap-rest.md §4.1 belief). Called with mu held.
 func (s *Simulator) createClone(cs *cloneSpec) (*volumeState, *apiError) {
 	m := s.m
 	if m.volumeByName(cs.SVM.UUID, cs.Name) != nil {
@@ -767,7 +801,7 @@ func (s *Simulator) renderVolume(u *usage, v *volumeState) map[string]any {
 		over = max(0, afs-used-avail)
 	}
 	rec["space"] = map[string]any{
-		"size": v.Size, "available": avail, "used": used, "afs_total": afs,
+		"size": v.Size, "available": avail, "used": used, "afs_total": afs, "large_size_enabled": v.LargeSize,
 		"available_percent": pct(avail, afs), "percent_used": pct(used, afs),
 		"footprint": u.footprint(v), "over_provisioned": over, "physical_used": used,
 		"logical_space": map[string]any{
@@ -798,6 +832,7 @@ func (s *Simulator) renderVolume(u *usage, v *volumeState) map[string]any {
 		clone["split_estimate"] = used
 	}
 	rec["clone"] = clone
+	s.renderVolumeQuota(v, rec)
 	return rec
 }
 
@@ -843,7 +878,9 @@ type volumePatch struct {
 	QoSPolicy      *string
 	AutosizeMode   *string
 	Guarantee      *string
+	LargeSize      *bool
 	Split          *bool
+	QuotaEnabled   *bool
 	RestoreSnap    string
 	RestoreIsUUID  bool
 }
@@ -905,9 +942,13 @@ func parseVolumePatch(c *call) (*volumePatch, *apiError) {
 		}
 		p.Name = &n
 	}
+	if l, ok := b.boolean("space.large_size_enabled"); ok {
+		p.LargeSize = &l
+	}
 	if size, ok := b.size("size"); ok {
+		// The 100 TiB bound depends on the volume: checkVolumePatch.
 		size = roundUp4K(size)
-		if err := checkVolumeSize(size); err != nil {
+		if err := checkVolumeSize(size, true); err != nil {
 			return nil, err
 		}
 		p.Size = &size
@@ -951,6 +992,9 @@ func parseVolumePatch(c *call) (*volumePatch, *apiError) {
 	}
 	if sp, ok := b.boolean("clone.split_initiated"); ok {
 		p.Split = &sp
+	}
+	if qe, ok := b.boolean("quota.enabled"); ok {
+		p.QuotaEnabled = &qe
 	}
 	if b.err != nil {
 		return nil, b.err
@@ -1019,6 +1063,7 @@ type volumeChange struct {
 	state      string
 	size       int64
 	guarantee  string
+	large      bool
 	splitting  bool
 	junction   *string
 }
@@ -1029,7 +1074,7 @@ func (s *Simulator) checkVolumePatch(v *volumeState, p *volumePatch) (*volumeCha
 	if p.Name != nil && *p.Name != v.Name && m.volumeByName(v.SVM, *p.Name) != nil {
 		return nil, errConflict(codeVolDuplicate, "name", "Duplicate volume name %q.", *p.Name)
 	}
-	ch := &volumeChange{state: v.State, size: v.Size, guarantee: v.Guarantee, splitting: p.Split != nil && *p.Split}
+	ch := &volumeChange{state: v.State, size: v.Size, guarantee: v.Guarantee, large: v.LargeSize, splitting: p.Split != nil && *p.Split}
 	var err *apiError
 	if ch.restore, err = s.restoreTarget(v, p); err != nil {
 		return nil, err
@@ -1053,8 +1098,17 @@ func (s *Simulator) checkVolumePatch(v *volumeState, p *volumePatch) (*volumeCha
 	if p.State != nil {
 		ch.state = *p.State
 	}
+	if err := s.checkLargeSize(p.LargeSize != nil); err != nil {
+		return nil, err
+	}
+	if p.LargeSize != nil {
+		ch.large = *p.LargeSize
+	}
 	if p.Size != nil {
 		ch.size = *p.Size
+		if err := checkVolumeSize(ch.size, ch.large); err != nil {
+			return nil, err
+		}
 	}
 	if p.Guarantee != nil {
 		ch.guarantee = *p.Guarantee
@@ -1148,6 +1202,7 @@ func (s *Simulator) applyVolumePatch(v *volumeState, p *volumePatch, ch *volumeC
 	}
 	v.Size = ch.size
 	v.Guarantee = ch.guarantee
+	v.LargeSize = ch.large
 	if p.Comment != nil {
 		v.Comment = *p.Comment
 	}
@@ -1177,10 +1232,13 @@ func (s *Simulator) applyVolumePatch(v *volumeState, p *volumePatch, ch *volumeC
 	}
 	v.State = ch.state
 	if ch.state != "online" {
-		v.JunctionPath = "" // offline and restricted volumes lose their junction (§3.5)
+		v.JunctionPath = "" // offline and restricted volumes lose their junction (docs/design/ontap-rest.md §3.5)
 	}
 	if ch.splitting {
 		v.CloneParent, v.CloneParentSnap, v.SplitInitiated = "", "", false
+	}
+	if p.QuotaEnabled != nil {
+		s.setVolumeQuota(v, *p.QuotaEnabled)
 	}
 	return nil
 }
@@ -1280,7 +1338,7 @@ func (s *Simulator) deleteVolume(c *call) (*reply, *apiError) {
 	return asyncReply(j, ""), nil
 }
 
-// destroyVolume deletes a volume (§3.5, §4.5): refused for the SVM root and
+// destroyVolume deletes a volume (docs/design/ontap-rest.md §3.5, §4.5): refused for the SVM root and
 // while FlexClones depend on it; by default lenient about mounts and LUNs
 // (implicit unmount/offline; LUNs and their maps go with it). Without
 // force the volume goes to the recovery queue: hidden, renamed
@@ -1307,6 +1365,7 @@ func (s *Simulator) destroyVolume(v *volumeState, force bool) *apiError {
 	for _, l := range luns {
 		s.deleteLUNLocked(l)
 	}
+	s.dropQtreesOf(v)
 	for _, sn := range v.Snapshots {
 		os.RemoveAll(s.snapshotDir(sn.UUID))
 	}

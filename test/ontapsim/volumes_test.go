@@ -339,3 +339,40 @@ func waitJob(t *testing.T, a *testAPI, r resp) map[string]any {
 		a.sim.sleep(5e6)
 	}
 }
+
+// ONTAP's size limits (docs/design/ontap-rest.md §4.2): a FlexVol holds at
+// most 100 TiB, and 300 TiB with space.large_size_enabled, which ONTAP
+// knows from 9.12.1; a LUN at most 16 TiB unless its volume has large size
+// enabled (files of a volume), and 128 TiB in any case.
+func TestVolumeAndLUNSizeLimits(t *testing.T) {
+	a := newTestSim(t, Config{})
+	thin := func(name string, size any, large ...bool) map[string]any {
+		b := map[string]any{"name": name, "svm": map[string]any{"name": "svm0"}, "aggregates": []any{map[string]any{"name": "aggr1"}},
+			"size": size, "guarantee": map[string]any{"type": "none"}}
+		if len(large) > 0 {
+			b["space"] = map[string]any{"large_size_enabled": large[0]}
+		}
+		return b
+	}
+	a.wantErr(400, codeVolSizeTooSmall, "POST", "/api/storage/volumes", thin("big", 100*tib+4096))
+	a.wantErr(400, codeVolSizeTooSmall, "POST", "/api/storage/volumes", thin("eib", "1PB"))
+	a.wantErr(400, codeVolSizeTooSmall, "POST", "/api/storage/volumes", thin("big", 300*tib+4096, true))
+	if r := a.do("POST", "/api/storage/volumes", thin("eib", 1<<60)); r.status != 400 || !strings.Contains(r.errMessage(), "too large") {
+		t.Fatalf("1 EiB volume: %d %s", r.status, r.raw)
+	}
+	a.createVolume(thin("at_limit", 100*tib))
+	big := a.createVolume(thin("large", 200*tib, true))
+	if r := a.must(200, "GET", "/api/storage/volumes/"+big+"?fields=space.large_size_enabled,size", nil); dig(r.body, "space.large_size_enabled") != true {
+		t.Fatalf("large volume reads back %s", r.raw)
+	}
+	small := a.createVolume(thin("small", 50*tib))
+	// A resize is checked in its job: return_timeout brings the failure back.
+	a.wantErr(400, codeVolSizeTooSmall, "PATCH", "/api/storage/volumes/"+small+"?return_timeout=30", map[string]any{"size": 150 * tib})
+	a.must(200, "PATCH", "/api/storage/volumes/"+small+"?return_timeout=30", map[string]any{"size": 150 * tib, "space": map[string]any{"large_size_enabled": true}})
+	a.createVolume(thin("luns", 20*tib))
+	a.wantErr(400, codeLUNSizeTooLarge, "POST", "/api/storage/luns", map[string]any{
+		"name": "/vol/luns/lun0", "os_type": "linux", "svm": map[string]any{"name": "svm0"}, "space": map[string]any{"size": 16*tib + 4096}})
+
+	old := newTestSim(t, Config{ONTAPVersion: "9.11.1"})
+	old.wantErr(400, codeUnexpectedArgument, "POST", "/api/storage/volumes", thin("large", 200*tib, true))
+}

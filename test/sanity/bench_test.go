@@ -18,7 +18,7 @@ import (
 )
 
 // The benchmarks time CSI calls against the simulator's realistic latency
-// model (ontap-rest.md §4.7) and compare them with the latency the
+// model (docs/design/ontap-rest.md §4.7) and compare them with the latency the
 // simulator injected while serving them: a ratio near 1 means the plugin
 // adds nothing but ONTAP's own time (no needless job polling, no sleeps).
 // ONTAP requests per call come from the simulator's counters.
@@ -168,7 +168,7 @@ func printBenchTable() {
 	}
 	sort.Strings(keys)
 	var sb strings.Builder
-	sb.WriteString("\nController latency on the ONTAP simulator (realistic latency model, ontap-rest.md §4.7):\n\n")
+	sb.WriteString("\nController latency on the ONTAP simulator (realistic latency model, docs/design/ontap-rest.md §4.7):\n\n")
 	sb.WriteString("| Driver | CSI call | Calls | Mean latency | Injected ONTAP latency | Ratio | ONTAP requests per call |\n")
 	sb.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
 	for _, k := range keys {

@@ -31,6 +31,10 @@ var transientFaults = []ontapsim.FaultRule{
 	{Method: "PATCH", Path: "/storage/volumes/{uuid}", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 460770},
 	{Method: "POST", Path: "/protocols/san/lun-maps", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 460770},
 	{Method: "POST", Path: "/protocols/nfs/export-policies/{policy.id}/rules", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 460770},
+	// The economy drivers' qtrees and quota rules.
+	{Method: "POST", Path: "/storage/qtrees", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 460770},
+	{Method: "DELETE", Path: "/storage/qtrees/{volume.uuid}/{id}", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 460770},
+	{Method: "POST", Path: "/storage/quota/rules", Rate: 0.05, Kind: ontapsim.FaultJob, Code: 460770},
 }
 
 // provisioner retries a CSI call with the same arguments until it succeeds,
@@ -61,7 +65,7 @@ func provisioner(t *testing.T, what string, failures map[codes.Code]int, call fu
 // TestFaultsLeaveNoOrphans drives 100 create/publish/unpublish/delete
 // rounds per driver through transient ONTAP faults and calls that time out
 // mid-job, and checks that ONTAP ends up with nothing left behind: no
-// volume, LUN, igroup or export policy.
+// volume (economy pools included), qtree, LUN, igroup or export policy.
 func TestFaultsLeaveNoOrphans(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long")
@@ -72,8 +76,10 @@ func TestFaultsLeaveNoOrphans(t *testing.T) {
 		// still runs, short enough to keep the test quick.
 		VolumeCreate: ontapsim.Range{Min: 10 * ms, Max: 100 * ms}, VolumeDelete: ontapsim.Range{Min: 10 * ms, Max: 100 * ms},
 		VolumePatch: ontapsim.Range{Min: 2 * ms, Max: 50 * ms}, LUNCreate: ontapsim.Range{Min: 2 * ms, Max: 50 * ms},
+		QtreeCreate: ontapsim.Range{Min: 2 * ms, Max: 50 * ms}, QtreeDelete: ontapsim.Range{Min: 2 * ms, Max: 50 * ms},
+		QuotaRule: ontapsim.Range{Min: 2 * ms, Max: 50 * ms}, QuotaInitialize: ontapsim.Range{Min: 10 * ms, Max: 100 * ms},
 	}
-	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN, config.DriverONTAPNASEconomy, config.DriverONTAPSANEconomy} {
 		t.Run(driver, func(t *testing.T) {
 			t.Parallel()
 			p := Start(t, Options{Driver: driver, FastRetries: true, Sim: ontapsim.Config{Latency: latency, Seed: 7}})

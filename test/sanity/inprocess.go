@@ -45,9 +45,18 @@ var NodeIPs = []string{"10.10.0.5", "192.168.77.5"}
 // plugintest.WriteBackendConfig's, extra last.
 func backendKeys(driver string, extra map[string]any) map[string]any {
 	keys := map[string]any{}
-	if driver == config.DriverONTAPNAS {
+	switch driver {
+	case config.DriverONTAPNAS:
 		keys["autoExportPolicy"] = true
 		keys["autoExportCIDRs"] = []string{"10.10.0.0/16"}
+	case config.DriverONTAPNASEconomy:
+		keys["autoExportPolicy"] = true
+		keys["autoExportCIDRs"] = []string{"10.10.0.0/16"}
+		// Snapshots of qtrees need the .snapshot directory (Trident's
+		// CanSnapshot); pools go as soon as they are empty, so nothing
+		// is left when the test ends.
+		keys["defaults"] = map[string]any{"snapshotDir": "true"}
+		keys["emptyFlexvolDeferredDeletePeriod"] = "0"
 	}
 	for k, v := range extra {
 		keys[k] = v
@@ -57,7 +66,7 @@ func backendKeys(driver string, extra map[string]any) map[string]any {
 
 // Options describe an in-process controller under test.
 type Options struct {
-	// Driver is config.DriverONTAPNAS or config.DriverONTAPSAN.
+	// Driver is config.DriverONTAPNAS, DriverONTAPSAN or an economy one.
 	Driver string
 	// Backend holds extra or overriding keys of the backend config.
 	Backend map[string]any

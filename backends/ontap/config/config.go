@@ -60,7 +60,7 @@ type Backend struct {
 	Source string // the file name (or label) used in messages
 
 	Version           int
-	StorageDriverName string // DriverONTAPNAS or DriverONTAPSAN
+	StorageDriverName string // DriverONTAPNAS, DriverONTAPSAN or an economy driver
 	BackendName       string
 	ManagementLIF     string
 	DataLIF           string
@@ -98,10 +98,22 @@ type Backend struct {
 	Region              string
 	Zone                string
 	SupportedTopologies []map[string]string
-	Defaults            VolumeDefaults
+	// UseBalancedPlacement lets ONTAP choose the aggregate of each new
+	// volume (ONTAP 9.19.1+), as Trident's useBalancedPlacement does.
+	UseBalancedPlacement bool
+	Defaults             VolumeDefaults
 	// Storage holds the virtual pools, each with the backend's settings
 	// merged under its own.
 	Storage []VirtualPool
+	// Economy is set for the economy drivers (economy.go).
+	Economy *Economy
+
+	// UserState is Trident's "normal" or "suspended": a suspended
+	// backend takes no new volumes but clones, and serves its own.
+	UserState string
+	// AWS is Trident's "aws" section of an FSx for NetApp ONTAP backend,
+	// nil when absent.
+	AWS *AWS
 
 	// Warnings lists accepted keys that have no effect (also logged).
 	Warnings []string
@@ -132,12 +144,28 @@ type VolumeDefaults struct {
 
 // VirtualPool is one entry of "storage".
 type VirtualPool struct {
-	Name                string // Trident's "<backendName>_pool_<index>"
-	Labels              map[string]string
-	Region              string
-	Zone                string
-	SupportedTopologies []map[string]string
-	Defaults            VolumeDefaults
+	Name                 string // Trident's "<backendName>_pool_<index>"
+	Labels               map[string]string
+	Region               string
+	Zone                 string
+	SupportedTopologies  []map[string]string
+	UseBalancedPlacement bool
+	Defaults             VolumeDefaults
+}
+
+// User states of a backend (Trident's userState).
+const (
+	UserStateNormal    = "normal"
+	UserStateSuspended = "suspended"
+)
+
+// AWS is the "aws" section: the FSx for NetApp ONTAP file system a backend
+// is on, and the AWS API credentials Trident would use to reach it.
+type AWS struct {
+	APIRegion       string
+	FSxFilesystemID string
+	APIKey          Secret
+	SecretKey       Secret
 }
 
 // String shows the configuration as JSON without credentials (Secret

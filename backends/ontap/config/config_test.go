@@ -109,8 +109,8 @@ func TestParseNASConfig(t *testing.T) {
 		p0.Defaults.SpaceReserve != "none" || p0.Defaults.UnixPermissions != "700" || p0.Defaults.QoSPolicy != "gold" {
 		t.Errorf("pool 0: %+v", p0)
 	}
-	// snapshotReserve "" with policy none: Trident's 0.
-	if p1 := cfg.Storage[1].Defaults; p1.SnapshotPolicy != "none" || p1.SnapshotReserve == nil || *p1.SnapshotReserve != 0 {
+	// A pool's "" inherits the backend's value, as in Trident.
+	if p1 := cfg.Storage[1].Defaults; p1.SnapshotPolicy != "none" || p1.SnapshotReserve == nil || *p1.SnapshotReserve != 10 {
 		t.Errorf("pool 1: %+v", p1)
 	}
 }
@@ -168,7 +168,7 @@ func TestParseRejectsInvalidValuesNamingTheKey(t *testing.T) {
 		{"version", strings.Replace(minimal(""), `"version":1`, `"version":2`, 1), `version: must be the number 1, not 2`},
 		{"version string", strings.Replace(minimal(""), `"version":1`, `"version":"1"`, 1), `version: must be the number 1`},
 		{"missing version", strings.Replace(minimal(""), `"version":1,`, ``, 1), `version: is required`},
-		{"driver", strings.Replace(minimal(""), `ontap-nas`, `ontap-nas-economy`, 1), `storageDriverName: "ontap-nas-economy" is not supported`},
+		{"driver", strings.Replace(minimal(""), `ontap-nas`, `ontap-nas-flexgroup`, 1), `storageDriverName: "ontap-nas-flexgroup" is not supported`},
 		{"typo", minimal(`,"managmentLIF":"x"`), `unknown key "managmentLIF" (did you mean "managementLIF"?)`},
 		{"typo in defaults", minimal(`,"defaults":{"snapshotReserv":"5"}`), `defaults: unknown key "snapshotReserv" (did you mean "snapshotReserve"?)`},
 		{"unknown far from anything", minimal(`,"flux":1`), `unknown key "flux"`},
@@ -204,7 +204,15 @@ func TestParseRejectsInvalidValuesNamingTheKey(t *testing.T) {
 		{"chap missing", strings.Replace(minimal(`,"useCHAP":true,"chapUsername":"u"`), "ontap-nas", "ontap-san", 1), `chapInitiatorSecret: is required when useCHAP is true`},
 		{"chap equal secrets", strings.Replace(minimal(`,"useCHAP":true,"chapUsername":"u","chapTargetUsername":"t","chapInitiatorSecret":"same-secret","chapTargetInitiatorSecret":"same-secret"`), "ontap-nas", "ontap-san", 1), `chapTargetInitiatorSecret: must differ`},
 		{"luks", minimal(`,"defaults":{"LUKSEncryption":"true"}`), `defaults.LUKSEncryption: LUKS encryption is not supported`},
-		{"name template", minimal(`,"defaults":{"nameTemplate":"{{.volume.Name}}"}`), `defaults.nameTemplate: name templates are not supported`},
+		{"both QoS kinds", minimal(`,"defaults":{"qosPolicy":"gold"},"storage":[{"defaults":{"adaptiveQosPolicy":"ag"}}]`), `storage[0].defaults.adaptiveQosPolicy: only one of defaults.qosPolicy and adaptiveQosPolicy may be given`},
+		{"balanced placement and aggregate", minimal(`,"aggregate":"aggr1","storage":[{"useBalancedPlacement":"true"}]`), `storage[0].useBalancedPlacement: balanced placement lets ONTAP choose the aggregate`},
+		{"balanced placement value", minimal(`,"useBalancedPlacement":"sometimes"`), `useBalancedPlacement: "sometimes" is not a boolean`},
+		{"user state", minimal(`,"userState":"paused"`), `userState: "paused" is neither normal nor suspended`},
+		{"fsx id", minimal(`,"aws":{"fsxFilesystemID":"vol-1"}`), `aws.fsxFilesystemID: "vol-1" is not an FSx file system ID`},
+		{"fsx without LIF", strings.Replace(minimal(`,"aws":{"fsxFilesystemID":"fs-1"}`), `"managementLIF":"10.0.0.1",`, ``, 1), `managementLIF: is required (Trident looks it up in the FSx API`},
+		{"aws typo", minimal(`,"aws":{"fsxFileSystemId":"fs-1","region":"x"}`), `aws: unknown key "region"`},
+		{"awsarn", minimal(`,"credentials":{"name":"arn:aws:secretsmanager:us-east-1:1:secret:s","type":"awsarn"}`), `credentials.type: awsarn (AWS Secrets Manager) is not supported: ontap-csi calls no AWS API`},
+		{"ARN as username", strings.Replace(minimal(""), `"username":"u"`, `"username":"arn:aws:secretsmanager:us-east-1:1:secret:s"`, 1), `username: is an AWS Secrets Manager ARN`},
 		{"nas type", minimal(`,"nasType":"smb"`), `nasType: "smb" is not supported`},
 		{"k8s secret", minimal(`,"credentials":{"name":"secret","type":"secret"}`), `credentials.name: Kubernetes Secrets are not read`},
 		{"labels type", minimal(`,"labels":["a"]`), `labels: must be an object of strings, not a list`},
@@ -258,16 +266,35 @@ defaults: {snapshotReserve: 10, snapshotDir: true, size: 2Gi, encryption: yes}
 }
 
 func TestParseWarnsOnKnownButUnimplementedKeys(t *testing.T) {
-	cfg, err := Parse("t.json", []byte(minimal(`,"debug":true,"usageHeartbeat":"24","defaults":{"adaptiveQosPolicy":"a","formatOptions":"-E nodiscard"},"useREST":false,"igroupName":"trident","region":"r1"`)), "")
+	cfg, err := Parse("t.json", []byte(minimal(`,"debug":true,"usageHeartbeat":"24","defaults":{"formatOptions":"-E nodiscard","nameTemplate":"{{.volume.Name}}"},"storage":[{},{}],"useREST":false,"igroupName":"trident"`)), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(cfg.Warnings, "\n")
-	for _, want := range []string{"debug is accepted", "usageHeartbeat is accepted", "defaults.adaptiveQosPolicy is accepted", "useREST: false is ignored",
-		"igroupName is accepted", "region and zone are accepted", "defaults.formatOptions is accepted"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("warnings %q lack %q", got, want)
+	for _, want := range []string{"debug is accepted", "usageHeartbeat is accepted", "useREST: false is ignored",
+		"igroupName is accepted", "defaults.formatOptions is accepted", "defaults.nameTemplate is accepted"} {
+		if strings.Count(got, want) != 1 {
+			t.Errorf("warnings %q hold %q %d times, want once", got, want, strings.Count(got, want))
 		}
+	}
+}
+
+func TestParseAdaptiveQoSAndUserStateAndFSx(t *testing.T) {
+	cfg, err := Parse("t.json", []byte(minimal(`,"userState":"Suspended","aws":{"fsxFilesystemID":"fs-0123456789abcdef0","apiRegion":"eu-west-1"},"defaults":{"adaptiveQosPolicy":"extreme"},"storage":[{"defaults":{"adaptiveQosPolicy":""}},{"useBalancedPlacement":"true"}]`)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.UserState != UserStateSuspended || cfg.AWS == nil || cfg.AWS.FSxFilesystemID != "fs-0123456789abcdef0" || cfg.AWS.APIRegion != "eu-west-1" {
+		t.Errorf("%v", cfg)
+	}
+	if cfg.Defaults.QoSPolicy != "extreme" || cfg.Storage[0].Defaults.QoSPolicy != "extreme" {
+		t.Errorf("adaptive QoS: %+v", cfg.Defaults)
+	}
+	if cfg.UseBalancedPlacement || cfg.Storage[0].UseBalancedPlacement || !cfg.Storage[1].UseBalancedPlacement {
+		t.Errorf("balanced placement: %v %+v", cfg.UseBalancedPlacement, cfg.Storage)
+	}
+	if !strings.Contains(strings.Join(cfg.Warnings, "\n"), "aws is accepted for Trident compatibility, but ontap-csi calls no AWS API") {
+		t.Errorf("warnings %q", cfg.Warnings)
 	}
 }
 

@@ -25,7 +25,11 @@ func (p *parser) rawDefaults(path string, raw json.RawMessage, inherit map[strin
 		if isNull(v) {
 			continue
 		}
-		out[k] = setting{value: strings.TrimSpace(p.str(path+"."+k, v)), path: path + "." + k}
+		// An empty value inherits, as in Trident, where a pool's "" means
+		// "the backend's".
+		if s := strings.TrimSpace(p.str(path+"."+k, v)); s != "" {
+			out[k] = setting{value: s, path: path + "." + k}
+		}
 	}
 	return out
 }
@@ -66,7 +70,7 @@ func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
 	r.refuse("LUKSEncryption", "LUKS encryption is not supported")
 	r.refuse("mirroring", "mirroring is not supported")
 	if v, path := r.get("nameTemplate", ""); v != "" {
-		p.fail(path, "name templates are not supported: volumes are named storagePrefix + PV name")
+		p.warn("%s is accepted for Trident compatibility but has no effect: new volumes are named storagePrefix + PV name", path)
 	}
 	return d
 }
@@ -187,7 +191,7 @@ func (r defaultsReader) nas(d *VolumeDefaults) {
 }
 
 // tieringAndQoS reads the tiering policy (Trident's "snapshot-only" is
-// ONTAP's "snapshot_only") and the QoS policy group.
+// ONTAP's "snapshot_only") and the QoS policy group, fixed or adaptive.
 func (r defaultsReader) tieringAndQoS(d *VolumeDefaults) {
 	if v, path := r.get("tieringPolicy", ""); v != "" {
 		switch policy := strings.ToLower(strings.ReplaceAll(v, "-", "_")); policy {
@@ -197,8 +201,17 @@ func (r defaultsReader) tieringAndQoS(d *VolumeDefaults) {
 			r.p.fail(path, "%q is not one of none, auto, snapshot-only, all, backup", v)
 		}
 	}
-	if v, path := r.get("qosPolicy", ""); v != "" && r.p.ontapName(path, "a QoS policy group", v) {
-		d.QoSPolicy = v
+	// ONTAP's REST API names fixed and adaptive policy groups alike
+	// (qos.policy.name); Trident allows one of the two.
+	fixed, fixedPath := r.get("qosPolicy", "")
+	adaptive, adaptivePath := r.get("adaptiveQosPolicy", "")
+	switch {
+	case fixed != "" && adaptive != "":
+		r.p.fail(adaptivePath, "only one of %s and adaptiveQosPolicy may be given", fixedPath)
+	case fixed != "" && r.p.ontapName(fixedPath, "a QoS policy group", fixed):
+		d.QoSPolicy = fixed
+	case adaptive != "" && r.p.ontapName(adaptivePath, "an adaptive QoS policy group", adaptive):
+		d.QoSPolicy = adaptive
 	}
 }
 

@@ -37,9 +37,12 @@ func (p *parser) parse(source string, data []byte, dir string) *Backend {
 	p.addresses(cfg, top)
 	p.credentialsAndTLS(cfg, top, dir)
 	p.storagePrefix(cfg, top["storagePrefix"])
+	p.economy(cfg, top)
 	p.limits(cfg, top)
 	p.exports(cfg, top)
 	p.tridentOnly(cfg, top)
+	p.userState(cfg, top["userState"])
+	p.aws(cfg, top)
 	backendDefaults := p.placement(cfg, top)
 	p.virtualPools(cfg, top["storage"], backendDefaults)
 	return cfg
@@ -69,24 +72,26 @@ func (p *parser) version(cfg *Backend, top map[string]json.RawMessage) {
 
 func (p *parser) driverName(cfg *Backend, top map[string]json.RawMessage) {
 	cfg.StorageDriverName = p.str("storageDriverName", top["storageDriverName"])
-	switch cfg.StorageDriverName {
-	case DriverONTAPNAS, DriverONTAPSAN:
-	case "":
-		p.fail("storageDriverName", "is required (%s or %s)", DriverONTAPNAS, DriverONTAPSAN)
+	switch {
+	case supportedDriver(cfg.StorageDriverName):
+	case cfg.StorageDriverName == "":
+		p.fail("storageDriverName", "is required (%s)", supportedDrivers)
 	default:
-		p.fail("storageDriverName", "%q is not supported (supported: %s, %s)", cfg.StorageDriverName, DriverONTAPNAS, DriverONTAPSAN)
+		p.fail("storageDriverName", "%q is not supported (supported: %s)", cfg.StorageDriverName, supportedDrivers)
 	}
 }
 
 // san reports whether the config is for ontap-san.
-func (c *Backend) san() bool { return c.StorageDriverName == DriverONTAPSAN }
+func (c *Backend) san() bool {
+	return c.StorageDriverName == DriverONTAPSAN || c.StorageDriverName == DriverONTAPSANEconomy
+}
 
 // addresses reads the LIFs and the SVM, and names the backend after its
 // driver and LIF when the config does not, as Trident does.
 func (p *parser) addresses(cfg *Backend, top map[string]json.RawMessage) {
 	cfg.ManagementLIF = strings.TrimSpace(p.str("managementLIF", top["managementLIF"]))
 	if cfg.ManagementLIF == "" {
-		p.fail("managementLIF", "is required")
+		p.fail("managementLIF", "is required%s", fsxHint(top))
 	} else if _, err := lif.HostPort(cfg.ManagementLIF); err != nil {
 		p.fail("managementLIF", "%s", err)
 	}
@@ -101,7 +106,7 @@ func (p *parser) addresses(cfg *Backend, top map[string]json.RawMessage) {
 	}
 	cfg.SVM = strings.TrimSpace(p.str("svm", top["svm"]))
 	if cfg.SVM == "" {
-		p.fail("svm", "is required")
+		p.fail("svm", "is required%s", fsxHint(top))
 	} else {
 		p.ontapName("svm", "an SVM", cfg.SVM)
 	}
@@ -143,7 +148,9 @@ func (p *parser) storagePrefix(cfg *Backend, raw json.RawMessage) {
 		p.fail("storagePrefix", "must be a string, not %s", jsonKind(raw))
 	default:
 		cfg.StoragePrefix = p.str("storagePrefix", raw)
-		if cfg.StoragePrefix != "" && !storagePrefixRE.MatchString(cfg.StoragePrefix) {
+		if cfg.IsEconomy() {
+			p.economyPrefix(cfg)
+		} else if cfg.StoragePrefix != "" && !storagePrefixRE.MatchString(cfg.StoragePrefix) {
 			p.fail("storagePrefix", "%q may hold only letters, digits, '_', '-' and '.', and must not start with a digit", cfg.StoragePrefix)
 		} else if len(cfg.StoragePrefix) > 64 {
 			p.fail("storagePrefix", "is longer than 64 characters")
@@ -223,9 +230,7 @@ func (p *parser) placement(cfg *Backend, top map[string]json.RawMessage) map[str
 	cfg.Region = p.str("region", top["region"])
 	cfg.Zone = p.str("zone", top["zone"])
 	cfg.SupportedTopologies = p.topologies("supportedTopologies", top["supportedTopologies"])
-	if cfg.Region != "" || cfg.Zone != "" {
-		p.warn("region and zone are accepted for Trident compatibility but have no effect: placement follows supportedTopologies")
-	}
+	cfg.UseBalancedPlacement = p.balancedPlacement(cfg, "useBalancedPlacement", top["useBalancedPlacement"], false)
 	backendDefaults := p.rawDefaults("defaults", top["defaults"], nil)
 	cfg.Defaults = p.volumeDefaults(backendDefaults)
 	return backendDefaults
@@ -250,6 +255,8 @@ func (p *parser) virtualPools(cfg *Backend, raw json.RawMessage, backendDefaults
 			Region:              cmp.Or(p.str(path+".region", pm["region"]), cfg.Region),
 			Zone:                cmp.Or(p.str(path+".zone", pm["zone"]), cfg.Zone),
 			SupportedTopologies: p.topologies(path+".supportedTopologies", pm["supportedTopologies"]),
+			UseBalancedPlacement: p.balancedPlacement(cfg, path+".useBalancedPlacement", pm["useBalancedPlacement"],
+				cfg.UseBalancedPlacement),
 		}
 		if pool.SupportedTopologies == nil {
 			pool.SupportedTopologies = cfg.SupportedTopologies
@@ -257,6 +264,37 @@ func (p *parser) virtualPools(cfg *Backend, raw json.RawMessage, backendDefaults
 		p.protocolTypes(path, pm)
 		pool.Defaults = p.volumeDefaults(p.rawDefaults(path+".defaults", pm["defaults"], backendDefaults))
 		cfg.Storage = append(cfg.Storage, pool)
+	}
+}
+
+// balancedPlacement reads a useBalancedPlacement (Trident types it as a
+// string); unset is inherit. ONTAP then picks the aggregate, so a
+// configured aggregate contradicts it, as in Trident.
+func (p *parser) balancedPlacement(cfg *Backend, key string, raw json.RawMessage, inherit bool) bool {
+	v := strings.TrimSpace(p.str(key, raw))
+	if v == "" {
+		return inherit
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.fail(key, "%q is not a boolean", v)
+	}
+	if b && cfg.Aggregate != "" {
+		p.fail(key, "balanced placement lets ONTAP choose the aggregate; it may not be used with aggregate %q", cfg.Aggregate)
+	}
+	return b
+}
+
+// userState reads Trident's userState: a suspended backend takes no new
+// volumes.
+func (p *parser) userState(cfg *Backend, raw json.RawMessage) {
+	switch v := strings.ToLower(strings.TrimSpace(p.str("userState", raw))); v {
+	case "", UserStateNormal:
+		cfg.UserState = UserStateNormal
+	case UserStateSuspended:
+		cfg.UserState = v
+	default:
+		p.fail("userState", "%q is neither %s nor %s", v, UserStateNormal, UserStateSuspended)
 	}
 }
 
@@ -288,6 +326,10 @@ func (p *parser) protocolTypes(path string, m map[string]json.RawMessage) {
 // form needs the TridentBackendConfig controller, which this is not.
 func (p *parser) credentials(cfg *Backend, raw json.RawMessage, dir string, certB64 *string, keyB64 *Secret) {
 	m := p.object("credentials", raw, credentialsKeys)
+	if strings.EqualFold(p.str("credentials.type", m["type"]), "awsarn") {
+		p.fail("credentials.type", "awsarn (AWS Secrets Manager) is not supported: %s", noAWSAPI)
+		return
+	}
 	if name := p.str("credentials.name", m["name"]); name != "" {
 		p.fail("credentials.name", "Kubernetes Secrets are not read from a backend config file; use credentials.file, or username and password")
 		return

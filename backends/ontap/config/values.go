@@ -31,29 +31,57 @@ var topKeys = map[string]keyKind{
 	"chapInitiatorSecret": keyUsed, "chapTargetUsername": keyUsed, "chapTargetInitiatorSecret": keyUsed,
 	"defaults": keyUsed, "storage": keyUsed, "labels": keyUsed, "region": keyUsed, "zone": keyUsed,
 	"supportedTopologies": keyUsed, "useREST": keyUsed, "nasType": keyUsed, "sanType": keyUsed,
+	"useBalancedPlacement": keyUsed, "userState": keyUsed, "aws": keyUsed,
+	// The economy drivers' keys; other drivers warn of them (economy.go).
+	"qtreesPerFlexvol": keyUsed, "lunsPerFlexvol": keyUsed, "limitVolumePoolSize": keyUsed,
+	"denyNewVolumePools": keyUsed, "emptyFlexvolDeferredDeletePeriod": keyUsed,
+	"qtreePruneFlexvolsPeriod": keyUsed, "qtreeQuotaResizePeriod": keyUsed,
 
 	"debug": keyIgnored, "debugTraceFlags": keyIgnored, "disableDelete": keyIgnored, "serialNumbers": keyIgnored,
-	"userState": keyIgnored, "usageHeartbeat": keyIgnored, "qtreePruneFlexvolsPeriod": keyIgnored,
-	"qtreeQuotaResizePeriod": keyIgnored, "qtreesPerFlexvol": keyIgnored, "lunsPerFlexvol": keyIgnored,
-	"emptyFlexvolDeferredDeletePeriod": keyIgnored, "cloneSplitDelay": keyIgnored,
-	"limitVolumePoolSize": keyIgnored, "denyNewVolumePools": keyIgnored, "replicationPolicy": keyIgnored,
+	"usageHeartbeat": keyIgnored, "cloneSplitDelay": keyIgnored, "replicationPolicy": keyIgnored,
 	"replicationSchedule": keyIgnored, "flexgroupAggregateList": keyIgnored, "smbShare": keyIgnored,
-	"backendPools": keyIgnored,
+	"backendPools": keyIgnored, "flags": keyIgnored, "gcnv": keyIgnored,
 }
 
 var poolKeys = map[string]keyKind{
 	"labels": keyUsed, "region": keyUsed, "zone": keyUsed, "supportedTopologies": keyUsed, "defaults": keyUsed,
-	"nasType": keyUsed, "sanType": keyUsed, "smbShare": keyIgnored,
+	"nasType": keyUsed, "sanType": keyUsed, "useBalancedPlacement": keyUsed, "smbShare": keyIgnored,
 }
 
 var defaultsKeys = map[string]keyKind{
 	"size": keyUsed, "spaceReserve": keyUsed, "spaceAllocation": keyUsed, "snapshotPolicy": keyUsed,
 	"snapshotReserve": keyUsed, "snapshotDir": keyUsed, "unixPermissions": keyUsed, "exportPolicy": keyUsed,
 	"securityStyle": keyUsed, "splitOnClone": keyUsed, "fileSystemType": keyUsed, "encryption": keyUsed,
-	"tieringPolicy": keyUsed, "qosPolicy": keyUsed, "formatOptions": keyUsed, "skipRecoveryQueue": keyUsed,
+	"tieringPolicy": keyUsed, "qosPolicy": keyUsed, "adaptiveQosPolicy": keyUsed, "formatOptions": keyUsed,
+	"skipRecoveryQueue": keyUsed,
 	// Checked for values we cannot honour.
 	"LUKSEncryption": keyUsed, "mirroring": keyUsed, "nameTemplate": keyUsed,
-	"adaptiveQosPolicy": keyIgnored,
+	"adAdminUser": keyIgnored,
+}
+
+// awsKeys are Trident's AWSConfig: what an FSx for NetApp ONTAP backend
+// carries.
+var awsKeys = map[string]keyKind{
+	"apiRegion": keyUsed, "fsxFilesystemID": keyUsed, "apiKey": keyUsed, "secretKey": keyUsed,
+}
+
+// ignoredBecause says, for each keyIgnored key, what happens instead; the
+// one warning a set key gets names it and says this.
+var ignoredBecause = map[string]string{
+	"debug":                  "log levels come from the --log_level and --debug flags",
+	"debugTraceFlags":        "log levels come from the --log_level and --debug flags",
+	"disableDelete":          "deleting a PV deletes its ONTAP volume, as Trident (which also ignores this key) does",
+	"serialNumbers":          "Trident records it for itself; ontap-csi reads nothing from it",
+	"backendPools":           "Trident records it for itself; ontap-csi reads nothing from it",
+	"flags":                  "Trident records it for itself; ontap-csi reads nothing from it",
+	"usageHeartbeat":         "Trident's economy drivers report usage with it; ontap-csi sends no usage reports",
+	"cloneSplitDelay":        "clones of a snapshot being deleted are split at the first delete attempt, without a delay",
+	"replicationPolicy":      "volumes are not mirrored: ontap-csi does not manage SnapMirror",
+	"replicationSchedule":    "volumes are not mirrored: ontap-csi does not manage SnapMirror",
+	"flexgroupAggregateList": "only ontap-nas-flexgroup uses it; volumes are FlexVols",
+	"smbShare":               "only SMB volumes use it; ontap-csi serves NFS and iSCSI",
+	"adAdminUser":            "only SMB volumes use it; ontap-csi serves NFS and iSCSI",
+	"gcnv":                   "ontap-csi talks to ONTAP directly at managementLIF, not through the Google Cloud NetApp Volumes proxy",
 }
 
 var credentialsKeys = map[string]keyKind{"file": keyUsed, "name": keyUsed, "type": keyUsed}
@@ -91,8 +119,13 @@ func (p *parser) fail(key, format string, args ...any) {
 	p.problems = append(p.problems, msg)
 }
 
+// warn records a warning once: a backend's defaults are read again for
+// each virtual pool that inherits them.
 func (p *parser) warn(format string, args ...any) {
-	p.warnings = append(p.warnings, fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf(format, args...)
+	if !slices.Contains(p.warnings, msg) {
+		p.warnings = append(p.warnings, msg)
+	}
 }
 
 func join(prefix, key string) string {
@@ -150,7 +183,7 @@ func (p *parser) object(path string, raw json.RawMessage, known map[string]keyKi
 		}
 		if known[canon] == keyIgnored {
 			if !isNull(m[k]) {
-				p.warn("%s is accepted for Trident compatibility but has no effect", join(path, canon))
+				p.warn("%s is accepted for Trident compatibility but has no effect: %s", join(path, canon), ignoredBecause[canon])
 			}
 			continue
 		}

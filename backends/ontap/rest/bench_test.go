@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkClient measures the client against the simulator with ONTAP's
-// realistic latency (ontap-rest.md §4.7): the requests each operation costs
+// realistic latency (docs/design/ontap-rest.md §4.7): the requests each operation costs
 // (counted by the simulator) and the client's wall time divided by the
 // latency the simulator injected (1.00 = no overhead from polling or
 // retries). make bench runs it with

@@ -330,6 +330,7 @@ func (c *Client) do(ctx context.Context, r *call) (*result, error) {
 			break
 		}
 		retriesTotal.WithLabelValues(r.label(), reason).Inc()
+		outgoingRetried.WithLabelValues(outgoingTarget, c.baseURL.Host, r.method).Inc()
 		delay := backoff(c.cfg.RetryBaseDelay, c.cfg.RetryMaxDelay, attempt)
 		if retryAfter > 0 {
 			delay = min(retryAfter, c.cfg.MaxRetryAfter)
@@ -388,6 +389,30 @@ func isTLSFailure(err error) bool {
 	)
 	return errors.As(err, &verifyErr) || errors.As(err, &unknownCA) || errors.As(err, &hostnameErr) ||
 		errors.As(err, &invalidErr) || errors.As(err, &alertErr) || errors.As(err, &recordHdrErr)
+}
+
+// CertificateError returns the certificate verification failure behind err
+// (the server's certificate is not trusted, or does not name the host), or
+// nil when err is not one.
+func CertificateError(err error) error {
+	var verifyErr *tls.CertificateVerificationError
+	if errors.As(err, &verifyErr) && verifyErr.Err != nil {
+		return verifyErr.Err
+	}
+	var (
+		unknownCA   x509.UnknownAuthorityError
+		hostnameErr x509.HostnameError
+		invalidErr  x509.CertificateInvalidError
+	)
+	switch {
+	case errors.As(err, &unknownCA):
+		return unknownCA
+	case errors.As(err, &hostnameErr):
+		return hostnameErr
+	case errors.As(err, &invalidErr):
+		return invalidErr
+	}
+	return nil
 }
 
 // backoff returns base·2^(attempt-1) with ±10 % jitter, at most limit.
@@ -450,10 +475,7 @@ func (c *Client) attempt(ctx context.Context, r *call, body []byte, n int) (*res
 		req.SetBasicAuth(c.cfg.Username, c.cfg.Password)
 	}
 
-	start := time.Now()
-	resp, err := c.http.Do(req)
-	elapsed := time.Since(start)
-	requestDuration.WithLabelValues(r.label()).Observe(elapsed.Seconds())
+	resp, elapsed, err := c.send(ctx, req, r)
 	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"method": r.method, "endpoint": r.endpoint, "duration": elapsed, "attempt": n})
 	if err != nil {
 		sentMu.Lock()
@@ -482,6 +504,23 @@ func (c *Client) attempt(ctx context.Context, r *call, body []byte, n int) (*res
 		retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	}
 	return nil, retryAfter, true, apiErr
+}
+
+// send sends one request and records it in the metrics.
+func (c *Client) send(ctx context.Context, req *http.Request, r *call) (*http.Response, time.Duration, error) {
+	inFlight := outgoingInFlight.WithLabelValues(outgoingTarget, req.URL.Host, r.method)
+	inFlight.Inc()
+	start := time.Now()
+	resp, err := c.http.Do(req)
+	elapsed := time.Since(start)
+	inFlight.Dec()
+	requestDuration.WithLabelValues(r.label()).Observe(elapsed.Seconds())
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	observeTrident(ctx, c.cfg.SVM, r.label(), req.URL.Host, r.method, status, err, elapsed)
+	return resp, elapsed, err
 }
 
 // scrubURLError drops the URL from a *url.Error: it may carry names, and the
@@ -640,10 +679,14 @@ func (c *Client) svm(ctx context.Context) (string, error) {
 	if c.svmUUID != "" {
 		return c.svmUUID, nil
 	}
+	q := url.Values{"fields": {"uuid,name"}}
+	if err := literalQuery(q, "name", c.cfg.SVM); err != nil {
+		return "", err
+	}
 	recs, err := list[struct {
 		UUID string `json:"uuid"`
 		Name string `json:"name"`
-	}](ctx, c, "/svm/svms", "/svm/svms", url.Values{"name": {queryLiteral(c.cfg.SVM)}, "fields": {"uuid,name"}})
+	}](ctx, c, "/svm/svms", "/svm/svms", q)
 	if err != nil {
 		return "", err
 	}
@@ -655,14 +698,43 @@ func (c *Client) svm(ctx context.Context) (string, error) {
 	return c.svmUUID, nil
 }
 
-// queryLiteral quotes a value for an ONTAP query filter when it contains
-// characters ONTAP would read as operators (* | ! < > ..), so that names
-// match literally.
-func queryLiteral(v string) string {
-	if strings.ContainsAny(v, "*|!<>{}\"") || strings.Contains(v, "..") {
-		return "{" + v + "}"
+// queryLiteral returns the filter that matches v and nothing else in
+// ONTAP's query language (docs/design/ontap-rest.md §2.1). A value without
+// operators (* | ! < > .. braces, quotes, or the word null) is its own
+// filter. Any other is made literal with braces, or with double quotes when
+// it holds braces itself, so that a name never becomes a wildcard, an
+// alternative, a range or null. A value holding both braces and double
+// quotes cannot be written literally: ClassInvalid.
+func queryLiteral(v string) (string, error) {
+	switch {
+	case v != "null" && !strings.ContainsAny(v, "*|!<>{}\"") && !strings.Contains(v, ".."):
+		return v, nil
+	case !strings.ContainsAny(v, "{}"):
+		return "{" + v + "}", nil
+	case !strings.Contains(v, `"`):
+		return `"` + v + `"`, nil
 	}
-	return v
+	return "", &Error{Class: ClassInvalid, Message: fmt.Sprintf("%q holds both braces and double quotes: no ONTAP query matches it literally", v)}
+}
+
+// literalQuery sets field to the literal filter for v.
+func literalQuery(q url.Values, field, v string) error {
+	lit, err := queryLiteral(v)
+	if err == nil {
+		q.Set(field, lit)
+	}
+	return err
+}
+
+// Literal is name as a part of an ONTAP query pattern that matches only
+// itself, for methods that take a pattern (e.g. "/vol/<name>/*"). A name
+// holding query operators cannot be a part of a larger pattern, quoted or
+// not, so it is refused (ClassInvalid).
+func Literal(name string) (string, error) {
+	if lit, err := queryLiteral(name); err != nil || lit != name {
+		return "", &Error{Class: ClassInvalid, Message: fmt.Sprintf("%q holds ONTAP query operators: it cannot be part of a query pattern", name)}
+	}
+	return name, nil
 }
 
 // notFound builds the error of a "get by name" that matched no record.

@@ -52,6 +52,38 @@ func (c *Client) cluster(ctx context.Context) (*clusterInfo, error) {
 	}}, nil
 }
 
+// Version returns the cluster's ONTAP release, e.g. "9.19.1".
+func (c *Client) Version(ctx context.Context) (string, error) {
+	ci, err := c.cluster(ctx)
+	if err != nil {
+		return "", err
+	}
+	return ci.Version.String(), nil
+}
+
+// LargeVolumes reports whether the cluster has large volumes
+// (space.large_size_enabled: FlexVols up to 300 TiB, files and so LUNs over
+// 16 TiB), which come with ONTAP 9.12.1 (docs/design/ontap-rest.md §4.2), and
+// the cluster's version.
+func (c *Client) LargeVolumes(ctx context.Context) (bool, string, error) {
+	return c.versionAtLeast(ctx, 9, 12, 1)
+}
+
+// SupportsBalancedPlacement reports whether ONTAP can place a new volume
+// itself (POST /application/containers, ONTAP 9.19.1+, which Trident's
+// useBalancedPlacement needs), and the release it read.
+func (c *Client) SupportsBalancedPlacement(ctx context.Context) (bool, string, error) {
+	return c.versionAtLeast(ctx, 9, 19, 1)
+}
+
+func (c *Client) versionAtLeast(ctx context.Context, gen, major, minor int) (bool, string, error) {
+	ci, err := c.cluster(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	return ci.Version.atLeast(gen, major, minor), ci.Version.String(), nil
+}
+
 // SVM is the configured storage VM.
 type SVM struct {
 	UUID       string
@@ -137,10 +169,13 @@ func (c *Client) Aggregate(ctx context.Context, name string) (*Aggregate, error)
 			} `json:"primary"`
 		} `json:"block_storage"`
 	}
-	recs, err := list[wire](ctx, c, "/storage/aggregates", "/storage/aggregates", url.Values{
-		"name":   {queryLiteral(name)},
+	q := url.Values{
 		"fields": {"uuid,name,state,node.name,space.footprint,space.block_storage.size,space.block_storage.used,space.block_storage.available,block_storage.primary.disk_type"},
-	})
+	}
+	if err := literalQuery(q, "name", name); err != nil {
+		return nil, err
+	}
+	recs, err := list[wire](ctx, c, "/storage/aggregates", "/storage/aggregates", q)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +215,7 @@ func (c *Client) nodes(ctx context.Context) ([]node, error) {
 	return nodes, nil
 }
 
-// Data LIF services (ontap-rest.md §3.4).
+// Data LIF services (docs/design/ontap-rest.md §3.4).
 const (
 	ServiceDataNFS   = "data_nfs"
 	ServiceDataISCSI = "data_iscsi"

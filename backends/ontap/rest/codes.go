@@ -1,6 +1,6 @@
 package rest
 
-// ONTAP error codes the client classifies (ontap-rest.md §2.4 global table,
+// ONTAP error codes the client classifies (docs/design/ontap-rest.md §2.4 global table,
 // §3 endpoint tables, §6 classes). ONTAP sends them as strings in error
 // bodies and as numbers in jobs; both reach us as these strings.
 const (
@@ -70,27 +70,41 @@ const (
 	codeMapIgroupNotFound = "5374878" // igroup of the map missing or in another SVM
 	codeMapNotFound       = "5374922" // LUN map does not exist
 
+	// Qtrees and quotas (docs/design/economy.md §1, §2).
+	codeQtreeNotFound            = "5242927" // qtree not found
+	codeQtreeNameReserved        = "5242894" // "" is the default qtree
+	codeQuotaRuleNotFound        = "5308545" // quota rule UUID invalid
+	codeQuotaResizeFailedModify  = "5308567" // rule modified, quota resize failed
+	codeQuotaResizeFailedCreate  = "5308568" // rule created, quota resize failed: reinitialize
+	codeQuotaResizeSkipped       = "5308571" // rule created, quota resize skipped: reinitialize
+	codeLUNCloneDestinationTaken = "1260136" // a LUN clone's destination exists
+	codeLUNCloneOtherVolume      = "1260121" // a LUN can be cloned only within its volume
+	// codeTooManyLUNs: the volume holds as many LUNs as it may. REST
+	// documents no code; this is ZAPI's EVDISK_ERROR_TOO_MANY_LUNS, the
+	// one Trident knows (the simulator uses it).
+	codeTooManyLUNs = "9158"
+
 	// iSCSI credentials.
 	codeCredentialNotFound = "5374895" // iSCSI security credential does not exist
 	codeCredentialExists   = "5374142" // iSCSI security credential exists for the initiator
 )
 
 // codeClasses are the classes of specific codes. They win over the ranges
-// below and over the HTTP status (ontap-rest.md §6).
+// below and over the HTTP status (docs/design/ontap-rest.md §6).
 var codeClasses = map[string]Class{
 	codeEntryNotFound: ClassNotFound, codeUUIDNotFound: ClassNotFound, codeSVMNotFound: ClassNotFound,
 	codeVolumeUUIDNotFound: ClassNotFound, codeParentNotFound: ClassNotFound, codeSnapshotNotFound: ClassNotFound,
 	codePolicyNotFound: ClassNotFound, codeLUNVolumeNotFound: ClassNotFound, codeLUNNotFound: ClassNotFound,
 	codeLUNSourceNotFound: ClassNotFound, codeIgroupNotFound: ClassNotFound, codeInitiatorNotInIG: ClassNotFound,
 	codeMapLUNNotFound: ClassNotFound, codeMapIgroupNotFound: ClassNotFound, codeMapNotFound: ClassNotFound,
-	codeCredentialNotFound: ClassNotFound,
+	codeCredentialNotFound: ClassNotFound, codeQtreeNotFound: ClassNotFound, codeQuotaRuleNotFound: ClassNotFound,
 
 	codeDuplicateEntry: ClassAlreadyExists, codeVolumeDuplicate: ClassAlreadyExists,
 	codeVolumeBeingCreated: ClassAlreadyExists, codeSnapshotDuplicate: ClassAlreadyExists,
 	codeRuleDuplicate: ClassAlreadyExists, codeLUNExists: ClassAlreadyExists, codeLUNSameName: ClassAlreadyExists,
 	codeLUNBeingCreated: ClassAlreadyExists, codeLUNPathTaken: ClassAlreadyExists, codeLUNAttrExists: ClassAlreadyExists,
 	codeIgroupExists: ClassAlreadyExists, codeInitiatorExists: ClassAlreadyExists, codeMapDuplicate: ClassAlreadyExists,
-	codeCredentialExists: ClassAlreadyExists,
+	codeCredentialExists: ClassAlreadyExists, codeLUNCloneDestinationTaken: ClassAlreadyExists,
 
 	codeResourceInUse: ClassInUse, codeVolumeHasClones: ClassInUse, codeVolumeBusy: ClassInUse,
 	codeSnapshotBusy: ClassInUse, codeSnapshotHasOwner: ClassInUse, codePolicyInUse: ClassInUse,
@@ -100,6 +114,7 @@ var codeClasses = map[string]Class{
 	codeInvalidField: ClassInvalid, codeVolumeSizeTooSmall: ClassInvalid, codeJunctionPathInvalid: ClassInvalid,
 	codePolicyNameInvalid: ClassInvalid, codeLUNShrink: ClassInvalid, codeLUNSameSize: ClassInvalid,
 	codeIgroupNameInvalid: ClassInvalid, codeWWPNInvalid: ClassInvalid, codeInitiatorInvalid: ClassInvalid,
+	codeQtreeNameReserved: ClassInvalid, codeLUNCloneOtherVolume: ClassInvalid,
 
 	codeResourceLimit: ClassThrottled, codeTooManyRequests: ClassThrottled,
 

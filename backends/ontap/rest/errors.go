@@ -10,7 +10,7 @@ import (
 )
 
 // Class is the coarse kind of an ONTAP failure. It is decided once, here, from
-// the HTTP status and ONTAP's error code (ontap-rest.md §6; codes.go), so that
+// the HTTP status and ONTAP's error code (docs/design/ontap-rest.md §6; codes.go), so that
 // callers branch on a class and never on codes or message text.
 type Class int
 
@@ -131,7 +131,7 @@ func classify(method string, status int, code string) Class {
 	// The status is authoritative where it says how to react: the bodies of
 	// 401s are unreliable, and 429/503 mean "try again" whatever the code
 	// (ONTAP's code 8, "in use", comes as a 503 while the condition is
-	// transient, e.g. a configuration lock: ontap-rest.md §2.4, §2.6).
+	// transient, e.g. a configuration lock: docs/design/ontap-rest.md §2.4, §2.6).
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return ClassAuth

@@ -83,9 +83,11 @@ func (c *Client) GetExportPolicy(ctx context.Context, name string) (*ExportPolic
 	if err != nil {
 		return nil, err
 	}
-	recs, err := list[exportPolicyWire](ctx, c, exportPoliciesEndpoint, exportPoliciesEndpoint, url.Values{
-		"svm.uuid": {svm}, "name": {queryLiteral(name)}, "fields": {"id,name"},
-	})
+	q := url.Values{"svm.uuid": {svm}, "fields": {"id,name"}}
+	if err := literalQuery(q, "name", name); err != nil {
+		return nil, err
+	}
+	recs, err := list[exportPolicyWire](ctx, c, exportPoliciesEndpoint, exportPoliciesEndpoint, q)
 	if err != nil {
 		return nil, err
 	}

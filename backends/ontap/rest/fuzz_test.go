@@ -2,8 +2,11 @@ package rest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
 // Seed corpora live in testdata/fuzz/<FuzzName>/.
@@ -53,6 +56,34 @@ func FuzzDecodeJob(f *testing.F) {
 		var e *Error
 		if ferr != nil && (!errors.As(ferr, &e) || e.Message == "" || len(e.Message) > maxMessageLen+3) {
 			t.Fatalf("bad failure %#v", ferr)
+		}
+	})
+}
+
+// FuzzQueryLiteral: the filter the client writes for a name matches that
+// name and nothing else, as the simulator reads ONTAP's query language
+// (docs/design/ontap-rest.md §2.1): a name with operators in it (a snapshot
+// takes its CSI name) must not become a wildcard, an alternative, a range
+// or null.
+func FuzzQueryLiteral(f *testing.F) {
+	for _, s := range []string{"trident_pvc_1", "", "null", "!null", "a*", "a|b", "}|{", "a..b", "<5", `"q"`, "{x}", `a"}|{"b`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		lit, err := queryLiteral(v)
+		if err != nil {
+			if !strings.Contains(v, `"`) || !strings.ContainsAny(v, "{}") {
+				t.Fatalf("queryLiteral(%q) refused: %v", v, err)
+			}
+			return
+		}
+		if !ontapsim.MatchQuery(lit, v) {
+			t.Fatalf("filter %q does not match %q", lit, v)
+		}
+		for _, other := range []string{v + "x", "x" + v, "", strings.ToUpper(v), "*"} {
+			if other != v && ontapsim.MatchQuery(lit, other) {
+				t.Fatalf("filter %q for %q also matches %q", lit, v, other)
+			}
 		}
 	})
 }

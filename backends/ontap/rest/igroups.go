@@ -70,9 +70,11 @@ func (c *Client) GetIgroup(ctx context.Context, name string) (*Igroup, error) {
 	if err != nil {
 		return nil, err
 	}
-	recs, err := list[igroupWire](ctx, c, igroupsEndpoint, igroupsEndpoint, url.Values{
-		"svm.uuid": {svm}, "name": {queryLiteral(name)}, "fields": {"uuid,name,os_type,protocol,initiators.name"},
-	})
+	q := url.Values{"svm.uuid": {svm}, "fields": {"uuid,name,os_type,protocol,initiators.name"}}
+	if err := literalQuery(q, "name", name); err != nil {
+		return nil, err
+	}
+	recs, err := list[igroupWire](ctx, c, igroupsEndpoint, igroupsEndpoint, q)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Job states (ontap-rest.md §2.5).
+// Job states (docs/design/ontap-rest.md §2.5).
 const (
 	jobQueued  = "queued"
 	jobRunning = "running"

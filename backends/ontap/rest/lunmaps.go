@@ -98,11 +98,13 @@ func (c *Client) ListLUNMaps(ctx context.Context, lunPath, igroupName string) ([
 		return nil, err
 	}
 	q := url.Values{"svm.uuid": {svm}, "fields": {"lun.uuid,lun.name,igroup.uuid,igroup.name,logical_unit_number"}}
-	if lunPath != "" {
-		q.Set("lun.name", queryLiteral(lunPath))
-	}
-	if igroupName != "" {
-		q.Set("igroup.name", queryLiteral(igroupName))
+	for field, v := range map[string]string{"lun.name": lunPath, "igroup.name": igroupName} {
+		if v == "" {
+			continue
+		}
+		if err := literalQuery(q, field, v); err != nil {
+			return nil, err
+		}
 	}
 	recs, err := list[lunMapWire](ctx, c, lunMapsEndpoint, lunMapsEndpoint, q)
 	if err != nil {

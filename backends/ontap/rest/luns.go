@@ -2,8 +2,11 @@ package rest
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
+	"time"
 )
 
 // LUN is a LUN as the drivers see it.
@@ -11,6 +14,7 @@ type LUN struct {
 	UUID            string
 	Path            string // "/vol/<volume>/<name>"
 	VolumeName      string
+	VolumeUUID      string
 	Size            int64
 	SerialNumber    string // 12 characters; the Linux WWID carries its hex form
 	OSType          string
@@ -20,6 +24,9 @@ type LUN struct {
 	SpaceAllocation bool // space.scsi_thin_provisioning_support_enabled
 	Comment         string
 	QoSPolicy       string
+	CreateTime      time.Time
+	// Attributes are read only by the calls that say so.
+	Attributes map[string]string
 }
 
 // LUNCreate describes a new LUN.
@@ -31,10 +38,13 @@ type LUNCreate struct {
 	SpaceAllocation bool
 	QoSPolicy       string
 	Comment         string
+	// Attributes are set with the LUN, in the same request (ONTAP 9.10+).
+	Attributes map[string]string
 }
 
-const lunFields = "uuid,name,location.volume.name,space.size,space.guarantee.requested," +
-	"space.scsi_thin_provisioning_support_enabled,serial_number,os_type,status.state,status.mapped,comment,qos_policy.name"
+const lunFields = "uuid,name,location.volume.name,location.volume.uuid,space.size,space.guarantee.requested," +
+	"space.scsi_thin_provisioning_support_enabled,serial_number,os_type,status.state,status.mapped,comment,qos_policy.name," +
+	"create_time"
 
 type lunWire struct {
 	UUID     string `json:"uuid"`
@@ -55,17 +65,32 @@ type lunWire struct {
 		State  string `json:"state"`
 		Mapped bool   `json:"mapped"`
 	} `json:"status"`
-	Comment   string  `json:"comment"`
-	QoSPolicy nameRef `json:"qos_policy"`
+	Comment    string  `json:"comment"`
+	QoSPolicy  nameRef `json:"qos_policy"`
+	CreateTime string  `json:"create_time"`
+	Attributes []struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	} `json:"attributes"`
 }
 
 func (w *lunWire) lun() LUN {
-	return LUN{
-		UUID: w.UUID, Path: w.Name, VolumeName: w.Location.Volume.Name, Size: w.Space.Size,
+	l := LUN{
+		UUID: w.UUID, Path: w.Name, VolumeName: w.Location.Volume.Name, VolumeUUID: w.Location.Volume.UUID, Size: w.Space.Size,
 		SerialNumber: w.SerialNumber, OSType: w.OSType, State: w.Status.State, Mapped: w.Status.Mapped,
 		SpaceReserve: w.Space.Guarantee.Requested, SpaceAllocation: w.Space.ThinProvisioningSupport,
 		Comment: w.Comment, QoSPolicy: w.QoSPolicy.Name,
 	}
+	if t, err := time.Parse(time.RFC3339, w.CreateTime); err == nil {
+		l.CreateTime = t
+	}
+	if w.Attributes != nil {
+		l.Attributes = make(map[string]string, len(w.Attributes))
+		for _, a := range w.Attributes {
+			l.Attributes[a.Name] = a.Value
+		}
+	}
+	return l
 }
 
 const lunsEndpoint = "/storage/luns"
@@ -93,6 +118,13 @@ func (c *Client) CreateLUN(ctx context.Context, l LUNCreate) (*LUN, error) {
 	if l.Comment != "" {
 		body["comment"] = l.Comment
 	}
+	if len(l.Attributes) > 0 {
+		attrs := make([]map[string]string, 0, len(l.Attributes))
+		for _, k := range slices.Sorted(maps.Keys(l.Attributes)) {
+			attrs = append(attrs, map[string]string{"name": k, "value": l.Attributes[k]})
+		}
+		body["attributes"] = attrs
+	}
 	var out collection[lunWire]
 	err = c.mutate(ctx, http.MethodPost, lunsEndpoint, lunsEndpoint, url.Values{"return_records": {"true"}}, body, &out)
 	if err = c.resolveCreate(ctx, err, func(ctx context.Context) error {
@@ -112,7 +144,11 @@ func (c *Client) CreateLUN(ctx context.Context, l LUNCreate) (*LUN, error) {
 
 // GetLUN returns the LUN at path; NotFound if there is none.
 func (c *Client) GetLUN(ctx context.Context, path string) (*LUN, error) {
-	luns, err := c.ListLUNs(ctx, queryLiteral(path))
+	lit, err := queryLiteral(path)
+	if err != nil {
+		return nil, err
+	}
+	luns, err := c.ListLUNs(ctx, lit)
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +161,22 @@ func (c *Client) GetLUN(ctx context.Context, path string) (*LUN, error) {
 // ListLUNs lists the SVM's LUNs whose path matches pattern (ONTAP query
 // syntax, e.g. "/vol/trident_*/lun0").
 func (c *Client) ListLUNs(ctx context.Context, pattern string) ([]LUN, error) {
+	return c.listLUNs(ctx, pattern, lunFields)
+}
+
+// ListLUNsWithAttributes is ListLUNs with each LUN's attributes, read in
+// the same request (ONTAP 9.10+ returns them when asked by name).
+func (c *Client) ListLUNsWithAttributes(ctx context.Context, pattern string) ([]LUN, error) {
+	return c.listLUNs(ctx, pattern, lunFields+",attributes")
+}
+
+func (c *Client) listLUNs(ctx context.Context, pattern, fields string) ([]LUN, error) {
 	svm, err := c.svm(ctx)
 	if err != nil {
 		return nil, err
 	}
 	recs, err := list[lunWire](ctx, c, lunsEndpoint, lunsEndpoint, url.Values{
-		"svm.uuid": {svm}, "name": {pattern}, "fields": {lunFields},
+		"svm.uuid": {svm}, "name": {pattern}, "fields": {fields},
 	})
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
@@ -125,5 +126,51 @@ func TestRequestLinesCarryTheCallsRequestID(t *testing.T) {
 	check(t, c.DeleteVolume(ctx, v.UUID, true))
 	if n, _ := requestLines("req-delete"); n < 2 {
 		t.Errorf("delete: %d request lines, want the lookup and the DELETE", n)
+	}
+}
+
+// TestTridentSeries: each request counts in Trident's per-SVM ONTAP
+// series and its outgoing-API series, with their label sets, and the
+// operation label is an endpoint template.
+func TestTridentSeries(t *testing.T) {
+	s, c := startSim(t, ontapsim.Config{}, nil)
+	ctx := context.Background()
+	check(t, c.CreateVolume(ctx, VolumeCreate{Name: "t_vol", Aggregate: s.Info().Aggregates[0], Size: 1 << 30}))
+	svm := s.Info().SVM
+	op := "POST /storage/volumes"
+	if n := testutil.ToFloat64(tridentOpsTotal.WithLabelValues(svm, op)); n < 1 {
+		t.Errorf("trident_ontap_ops_total{svm=%q,op=%q} = %v", svm, op, n)
+	}
+	families, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"trident_ontap_ops_total":                                 {"op", "svm"},
+		"trident_ontap_operation_duration_in_milliseconds_by_svm": {"op", "svm"},
+		"trident_outgoing_api_request_duration_seconds":           {"address", "method", "status", "target"},
+		"trident_outgoing_api_requests_in_flight":                 {"address", "method", "target"},
+	}
+	for _, f := range families {
+		labels, ok := want[f.GetName()]
+		if !ok {
+			continue
+		}
+		delete(want, f.GetName())
+		for _, m := range f.GetMetric() {
+			var got []string
+			for _, l := range m.GetLabel() {
+				got = append(got, l.GetName())
+				if l.GetName() == "op" && !endpointLabel.MatchString(l.GetValue()) {
+					t.Errorf("%s: op %q is not a template", f.GetName(), l.GetValue())
+				}
+			}
+			if !slices.Equal(got, labels) {
+				t.Errorf("%s labels %v, want %v", f.GetName(), got, labels)
+			}
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("series missing: %v", want)
 	}
 }

@@ -12,16 +12,18 @@ type Snapshot struct {
 	UUID       string
 	Name       string
 	CreateTime time.Time
+	Comment    string
 }
 
 type snapshotWire struct {
 	UUID       string `json:"uuid"`
 	Name       string `json:"name"`
 	CreateTime string `json:"create_time"`
+	Comment    string `json:"comment"`
 }
 
 func (w *snapshotWire) snapshot() Snapshot {
-	s := Snapshot{UUID: w.UUID, Name: w.Name}
+	s := Snapshot{UUID: w.UUID, Name: w.Name, Comment: w.Comment}
 	// ONTAP writes ISO-8601 with an offset; a value we cannot read leaves
 	// the zero time rather than failing the whole listing.
 	if t, err := time.Parse(time.RFC3339, w.CreateTime); err == nil {
@@ -41,6 +43,12 @@ func snapshotsPath(volumeUUID, endpoint string) (string, error) {
 // CreateSnapshot takes a snapshot of a volume (an asynchronous job). Errors
 // as for CreateVolume.
 func (c *Client) CreateSnapshot(ctx context.Context, volumeUUID, name string) error {
+	return c.CreateSnapshotWithComment(ctx, volumeUUID, name, "")
+}
+
+// CreateSnapshotWithComment is CreateSnapshot with a comment (ONTAP keeps
+// up to 255 characters).
+func (c *Client) CreateSnapshotWithComment(ctx context.Context, volumeUUID, name, comment string) error {
 	const endpoint = "/storage/volumes/{uuid}/snapshots"
 	path, err := snapshotsPath(volumeUUID, "POST "+endpoint)
 	if err != nil {
@@ -51,6 +59,9 @@ func (c *Client) CreateSnapshot(ctx context.Context, volumeUUID, name string) er
 		return err
 	}
 	body := map[string]any{"name": name, "svm": nameRef{UUID: svm}}
+	if comment != "" {
+		body["comment"] = comment
+	}
 	err = c.mutate(ctx, http.MethodPost, endpoint, path, nil, body, nil)
 	return c.resolveCreate(ctx, err, func(ctx context.Context) error {
 		_, err := c.GetSnapshot(ctx, volumeUUID, name)
@@ -60,7 +71,11 @@ func (c *Client) CreateSnapshot(ctx context.Context, volumeUUID, name string) er
 
 // GetSnapshot returns a volume's snapshot by name; NotFound if absent.
 func (c *Client) GetSnapshot(ctx context.Context, volumeUUID, name string) (*Snapshot, error) {
-	snaps, err := c.listSnapshots(ctx, volumeUUID, url.Values{"name": {queryLiteral(name)}})
+	q := url.Values{}
+	if err := literalQuery(q, "name", name); err != nil {
+		return nil, err
+	}
+	snaps, err := c.listSnapshots(ctx, volumeUUID, q)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +96,7 @@ func (c *Client) listSnapshots(ctx context.Context, volumeUUID string, q url.Val
 	if err != nil {
 		return nil, err
 	}
-	q.Set("fields", "uuid,name,create_time")
+	q.Set("fields", "uuid,name,create_time,comment")
 	recs, err := list[snapshotWire](ctx, c, endpoint, path, q)
 	if err != nil {
 		return nil, err
@@ -110,13 +125,18 @@ func (c *Client) ListAllSnapshots(ctx context.Context, volumePrefix, name string
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPrefix(volumePrefix); err != nil {
+		return nil, err
+	}
 	q := url.Values{
 		"svm.uuid":    {svm},
-		"volume.name": {queryLiteral(volumePrefix) + "*"},
-		"fields":      {"uuid,name,create_time,volume.name,volume.uuid"},
+		"volume.name": {volumePrefix + "*"},
+		"fields":      {"uuid,name,create_time,comment,volume.name,volume.uuid"},
 	}
 	if name != "" {
-		q.Set("name", queryLiteral(name))
+		if err := literalQuery(q, "name", name); err != nil {
+			return nil, err
+		}
 	}
 	type wire struct {
 		snapshotWire
@@ -141,7 +161,9 @@ func (c *Client) ListAllSnapshots(ctx context.Context, volumePrefix, name string
 	for _, v := range vols {
 		q := url.Values{}
 		if name != "" {
-			q.Set("name", queryLiteral(name))
+			if err := literalQuery(q, "name", name); err != nil {
+				return nil, err
+			}
 		}
 		snaps, err := c.listSnapshots(ctx, v.UUID, q)
 		if IsNotFound(err) {

@@ -35,6 +35,7 @@ type Volume struct {
 	CloneParentVolume      string
 	CloneParentSnapshot    string
 	CloneSplitInitiated    bool
+	QuotaState             string // off, initializing, on, ...
 }
 
 // VolumeCreate describes a new FlexVol. Empty or nil fields are left to
@@ -55,6 +56,7 @@ type VolumeCreate struct {
 	Encryption             *bool
 	TieringPolicy          string // ONTAP's names: none, auto, snapshot_only, all, backup
 	QoSPolicy              string
+	LargeSize              bool // space.large_size_enabled (ONTAP 9.12.1+)
 }
 
 // VolumeClone describes a FlexClone of an existing volume.
@@ -67,12 +69,14 @@ type VolumeClone struct {
 // VolumeModify lists the volume attributes to change; nil fields are left
 // alone. Several fields in one call cost one round trip.
 type VolumeModify struct {
+	Name              *string // rename
 	Size              *int64
 	JunctionPath      *string // "" unmounts
 	ExportPolicy      *string
 	Comment           *string
 	SnapshotDirAccess *bool
 	SplitClone        bool // start splitting a FlexClone from its parent
+	LargeSize         bool // enable space.large_size_enabled (ONTAP 9.12.1+)
 }
 
 type nameRef struct {
@@ -86,7 +90,7 @@ const volumeFields = "uuid,name,state,size,comment,aggregates,nas.path,nas.expor
 	"nas.unix_permissions,guarantee.type,snapshot_policy.name,snapshot_directory_access_enabled,space.used," +
 	"space.available,space.snapshot.reserve_percent,space.snapshot.used,space.logical_space.used,encryption.enabled," +
 	"tiering.policy,qos.policy.name,clone.is_flexclone,clone.parent_volume.name,clone.parent_snapshot.name," +
-	"clone.split_initiated"
+	"clone.split_initiated,quota.state"
 
 type volumeWire struct {
 	UUID       string    `json:"uuid"`
@@ -132,6 +136,9 @@ type volumeWire struct {
 		ParentSnapshot nameRef `json:"parent_snapshot"`
 		SplitInitiated bool    `json:"split_initiated"`
 	} `json:"clone"`
+	Quota struct {
+		State string `json:"state"`
+	} `json:"quota"`
 }
 
 func (w *volumeWire) volume() Volume {
@@ -144,6 +151,7 @@ func (w *volumeWire) volume() Volume {
 		SnapshotDirAccess: w.SnapshotDirAccess, Encrypted: w.Encryption.Enabled, TieringPolicy: w.Tiering.Policy,
 		QoSPolicy: w.QoS.Policy.Name, IsClone: w.Clone.IsFlexclone, CloneParentVolume: w.Clone.ParentVolume.Name,
 		CloneParentSnapshot: w.Clone.ParentSnapshot.Name, CloneSplitInitiated: w.Clone.SplitInitiated,
+		QuotaState: w.Quota.State,
 	}
 	if w.NAS.UnixPermissions != nil {
 		v.UnixPermissions = strconv.Itoa(*w.NAS.UnixPermissions)
@@ -178,45 +186,86 @@ func (c *Client) CreateVolume(ctx context.Context, v VolumeCreate) error {
 	if err != nil {
 		return err
 	}
-	body := map[string]any{
-		"name":  v.Name,
-		"svm":   nameRef{UUID: svm},
-		"style": "flexvol",
+	body, err := volumeBody(v, "POST /storage/volumes")
+	if err != nil {
+		return err
 	}
+	body["svm"], body["style"] = nameRef{UUID: svm}, "flexvol"
 	if v.Aggregate != "" {
 		body["aggregates"] = []nameRef{{Name: v.Aggregate}}
 	}
 	if v.Size > 0 {
 		body["size"] = v.Size
 	}
+	err = c.mutate(ctx, http.MethodPost, "/storage/volumes", "/storage/volumes", nil, body, nil)
+	return c.resolveCreate(ctx, err, func(ctx context.Context) error {
+		_, err := c.GetVolume(ctx, v.Name)
+		return err
+	})
+}
+
+// CreateVolumeBalanced creates a FlexVol that ONTAP places on an aggregate
+// of its choice: an application container of one volume (POST
+// /application/containers, ONTAP 9.19.1+), which is how Trident's
+// useBalancedPlacement creates volumes. v.Aggregate must be empty. Errors
+// as for CreateVolume.
+func (c *Client) CreateVolumeBalanced(ctx context.Context, v VolumeCreate) error {
+	const endpoint = "/application/containers"
+	if v.Aggregate != "" {
+		return &Error{Class: ClassInvalid, Endpoint: "POST " + endpoint, Message: "balanced placement chooses the aggregate; none may be given"}
+	}
+	svm, err := c.svm(ctx)
+	if err != nil {
+		return err
+	}
+	vol, err := volumeBody(v, "POST "+endpoint)
+	if err != nil {
+		return err
+	}
+	space, _ := vol["space"].(map[string]any)
+	if space == nil {
+		space = map[string]any{}
+	}
+	if v.Size > 0 {
+		space["size"] = v.Size
+	}
+	if len(space) > 0 {
+		vol["space"] = space
+	}
+	vol["type"], vol["scale_out"] = "rw", false
+	body := map[string]any{"svm": nameRef{UUID: svm}, "volumes": []map[string]any{vol}}
+	err = c.mutate(ctx, http.MethodPost, endpoint, endpoint, nil, body, nil)
+	return c.resolveCreate(ctx, err, func(ctx context.Context) error {
+		_, err := c.GetVolume(ctx, v.Name)
+		return err
+	})
+}
+
+// volumeBody is what a FlexVol create and a container's volume share.
+func volumeBody(v VolumeCreate, endpoint string) (map[string]any, error) {
+	body := map[string]any{"name": v.Name}
 	if v.SpaceReserve != "" {
 		body["guarantee"] = map[string]string{"type": v.SpaceReserve}
 	}
 	if v.SnapshotPolicy != "" {
 		body["snapshot_policy"] = nameRef{Name: v.SnapshotPolicy}
 	}
+	space := map[string]any{}
 	if v.SnapshotReservePercent != nil {
-		body["space"] = map[string]any{"snapshot": map[string]int{"reserve_percent": *v.SnapshotReservePercent}}
+		space["snapshot"] = map[string]int{"reserve_percent": *v.SnapshotReservePercent}
+	}
+	if v.LargeSize {
+		space["large_size_enabled"] = true
+	}
+	if len(space) > 0 {
+		body["space"] = space
 	}
 	if v.SnapshotDirAccess != nil {
 		body["snapshot_directory_access_enabled"] = *v.SnapshotDirAccess
 	}
-	nas := map[string]any{}
-	if v.UnixPermissions != "" {
-		perms, err := unixPermissionsWire(v.UnixPermissions)
-		if err != nil {
-			return &Error{Class: ClassInvalid, Endpoint: "POST /storage/volumes", Message: err.Error()}
-		}
-		nas["unix_permissions"] = perms
-	}
-	if v.ExportPolicy != "" {
-		nas["export_policy"] = nameRef{Name: v.ExportPolicy}
-	}
-	if v.SecurityStyle != "" {
-		nas["security_style"] = v.SecurityStyle
-	}
-	if v.JunctionPath != "" {
-		nas["path"] = v.JunctionPath
+	nas, err := volumeNAS(v)
+	if err != nil {
+		return nil, &Error{Class: ClassInvalid, Endpoint: endpoint, Message: err.Error()}
 	}
 	if len(nas) > 0 {
 		body["nas"] = nas
@@ -233,11 +282,29 @@ func (c *Client) CreateVolume(ctx context.Context, v VolumeCreate) error {
 	if v.QoSPolicy != "" {
 		body["qos"] = map[string]any{"policy": nameRef{Name: v.QoSPolicy}}
 	}
-	err = c.mutate(ctx, http.MethodPost, "/storage/volumes", "/storage/volumes", nil, body, nil)
-	return c.resolveCreate(ctx, err, func(ctx context.Context) error {
-		_, err := c.GetVolume(ctx, v.Name)
-		return err
-	})
+	return body, nil
+}
+
+// volumeNAS is the nas object of a create.
+func volumeNAS(v VolumeCreate) (map[string]any, error) {
+	nas := map[string]any{}
+	if v.UnixPermissions != "" {
+		perms, err := unixPermissionsWire(v.UnixPermissions)
+		if err != nil {
+			return nil, err
+		}
+		nas["unix_permissions"] = perms
+	}
+	if v.ExportPolicy != "" {
+		nas["export_policy"] = nameRef{Name: v.ExportPolicy}
+	}
+	if v.SecurityStyle != "" {
+		nas["security_style"] = v.SecurityStyle
+	}
+	if v.JunctionPath != "" {
+		nas["path"] = v.JunctionPath
+	}
+	return nas, nil
 }
 
 // CloneVolume creates a FlexClone (POST /storage/volumes with clone{...}).
@@ -261,7 +328,11 @@ func (c *Client) CloneVolume(ctx context.Context, v VolumeClone) error {
 
 // GetVolume returns the SVM's volume called name; NotFound if there is none.
 func (c *Client) GetVolume(ctx context.Context, name string) (*Volume, error) {
-	vols, err := c.listVolumes(ctx, queryLiteral(name))
+	lit, err := queryLiteral(name)
+	if err != nil {
+		return nil, err
+	}
+	vols, err := c.listVolumes(ctx, lit)
 	if err != nil {
 		return nil, err
 	}
@@ -278,11 +349,21 @@ func (c *Client) GetVolume(ctx context.Context, name string) (*Volume, error) {
 // ListVolumes returns the SVM's FlexVols whose names start with prefix,
 // following pagination.
 func (c *Client) ListVolumes(ctx context.Context, prefix string) ([]Volume, error) {
-	if prefix != "" && queryLiteral(prefix) != prefix {
-		return nil, &Error{Class: ClassInvalid, Endpoint: "GET /storage/volumes",
-			Message: fmt.Sprintf("volume name prefix %q contains query operators", prefix)}
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
 	}
 	return c.listVolumes(ctx, prefix+"*")
+}
+
+// checkPrefix refuses a volume name prefix with query operators in it: a
+// prefix filter is the prefix followed by the wildcard, which no literal
+// can hold.
+func checkPrefix(prefix string) error {
+	if lit, err := queryLiteral(prefix); err != nil || lit != prefix {
+		return &Error{Class: ClassInvalid, Endpoint: "GET /storage/volumes",
+			Message: fmt.Sprintf("volume name prefix %q contains query operators", prefix)}
+	}
+	return nil
 }
 
 func (c *Client) listVolumes(ctx context.Context, nameQuery string) ([]Volume, error) {
@@ -310,6 +391,9 @@ func (c *Client) listVolumes(ctx context.Context, nameQuery string) ([]Volume, e
 func (c *Client) ModifyVolume(ctx context.Context, uuid string, m VolumeModify) error {
 	const endpoint = "/storage/volumes/{uuid}"
 	body := map[string]any{}
+	if m.Name != nil {
+		body["name"] = *m.Name
+	}
 	if m.Size != nil {
 		body["size"] = *m.Size
 	}
@@ -331,6 +415,9 @@ func (c *Client) ModifyVolume(ctx context.Context, uuid string, m VolumeModify) 
 	}
 	if m.SplitClone {
 		body["clone"] = map[string]bool{"split_initiated": true}
+	}
+	if m.LargeSize {
+		body["space"] = map[string]bool{"large_size_enabled": true}
 	}
 	if len(body) == 0 {
 		return &Error{Class: ClassInvalid, Endpoint: "PATCH " + endpoint, Message: "nothing to modify"}

@@ -1,7 +1,7 @@
 // The Kubernetes control plane and kubelet that test/cluster runs, built from
 // the module proxy: k8s.io/kubernetes v1.34.4 (the newest kubelet that still
 // takes Debian 12's containerd 1.6 on a cgroup v1 host without extra flags;
-// see shared/reference/local-cluster.md §2). k8s.io/kubernetes points its
+// see docs/design/local-cluster.md §2). k8s.io/kubernetes points its
 // staging modules at ./staging, which a module download does not have, so each
 // one is replaced with its published v0.34.4. A module of its own so that
 // these versions never reach ontap-csi's or the harness' dependency graphs;

@@ -1,7 +1,7 @@
 // Package localcluster brings up a real single-node Kubernetes cluster on
 // this machine for end-to-end tests, and tears it down without a trace.
 //
-// It follows shared/reference/local-cluster.md: Debian's containerd 1.6,
+// It follows docs/design/local-cluster.md: Debian's containerd 1.6,
 // runc, etcd 3.4 and CNI plugins; kube-apiserver, kube-controller-manager,
 // kube-scheduler and kubelet built from k8s.io/kubernetes (BuildKube); a
 // generated PKI; a bridge CNI network; images imported from tarballs. All of
@@ -51,7 +51,7 @@ const (
 var APIServerIP = nodeAddress(0)
 
 // kubeletSysctls are the global sysctls the kubelet sets at start
-// (local-cluster.md §6: overcommit, panic, panic_on_oops; the rest of its
+// (docs/design/local-cluster.md §6: overcommit, panic, panic_on_oops; the rest of its
 // list for good measure); nodens restores them.
 var kubeletSysctls = []string{
 	"vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
@@ -463,7 +463,7 @@ func (c *Cluster) Teardown() (TeardownReport, error) {
 		n.stopWorkloads(ctx)
 	}
 	grace := map[string]time.Duration{
-		// A SIGTERM'd API server drains for over a minute (local-cluster.md §3.5).
+		// A SIGTERM'd API server drains for over a minute (docs/design/local-cluster.md §3.5).
 		"kube-apiserver": 3 * time.Second, "etcd": 10 * time.Second,
 	}
 	for i := len(c.controlPlane) - 1; i >= 0; i-- {

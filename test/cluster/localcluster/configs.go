@@ -8,7 +8,7 @@ import (
 )
 
 // containerdConfig is Debian's containerd 1.6 with everything under the
-// node's root (local-cluster.md §3.3). /run and /opt are private to the
+// node's root (docs/design/local-cluster.md §3.3). /run and /opt are private to the
 // node's mount namespace, so the shim sockets in /run/containerd/s and the
 // "opt" plugin's directory never reach the host either.
 func (n *Node) writeContainerdConfig() (string, error) {
@@ -27,7 +27,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %[5]q
   # No CAP_SYS_RESOURCE on these machines: without this every sandbox fails
-  # to lower its oom_score_adj (local-cluster.md §1).
+  # to lower its oom_score_adj (docs/design/local-cluster.md §1).
   restrict_oom_score_adj = true
   disable_tcp_service = true
   stream_server_address = "127.0.0.1"
@@ -52,7 +52,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 }
 
 // writeCNIConfig writes the bridge network. The node stays NotReady without
-// any CNI configuration, even with only hostNetwork pods (local-cluster.md
+// any CNI configuration, even with only hostNetwork pods (docs/design/local-cluster.md
 // §3.7); the bridge lives in the node's network namespace, with the node's
 // own pod subnet (the other nodes route theirs to them: Cluster.connect).
 func (n *Node) writeCNIConfig() error {
@@ -83,7 +83,7 @@ func (n *Node) writeCNIConfig() error {
 	return os.WriteFile(filepath.Join(dir, "10-e2e.conflist"), b, 0o644)
 }
 
-// writeKubeletConfig follows local-cluster.md §3.6. The kubelet's root
+// writeKubeletConfig follows docs/design/local-cluster.md §3.6. The kubelet's root
 // directory is the default /var/lib/kubelet, which in the node's mount
 // namespace is the node root's kubelet/: the CSI manifests and the
 // registration protocol use that path as on any node.

@@ -20,7 +20,7 @@ import (
 // the directories they need. There is no registry and no container engine
 // on the test machines, so images are written as docker-archive tarballs
 // (what `docker save` produces) and imported into containerd with
-// `ctr images import` (local-cluster.md §3.4).
+// `ctr images import` (docs/design/local-cluster.md §3.4).
 type Image struct {
 	// Tags are full references, e.g. localhost/ontap-csi:e2e-a. One image
 	// may carry several; the kubelet resolves each to the same content.

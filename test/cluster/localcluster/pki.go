@@ -18,7 +18,7 @@ import (
 )
 
 // pki is the cluster's certificate authority and the files it issued, all
-// under one directory (local-cluster.md §3.5, done with crypto/x509 instead
+// under one directory (docs/design/local-cluster.md §3.5, done with crypto/x509 instead
 // of openssl).
 type pki struct {
 	dir    string

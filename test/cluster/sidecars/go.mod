@@ -1,6 +1,6 @@
 // The CSI sidecars of the cluster e2e's controller Deployment (docs/e2e.md):
 // csi-attacher, csi-snapshotter and snapshot-controller pinned as tools at
-// the versions the module proxy serves (local-cluster.md §9), built once per
+// the versions the module proxy serves (docs/design/local-cluster.md §9), built once per
 // content key by localcluster.BuildSidecars; and the stand-ins for the two
 // the proxy does not serve, csi-provisioner (on
 // sig-storage-lib-external-provisioner, the library it is built on) and

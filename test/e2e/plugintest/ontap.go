@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
@@ -74,6 +75,9 @@ func WriteBackendConfig(t testing.TB, dir string, s *ontapsim.Simulator, driver 
 	return path
 }
 
+// backendPolicyRE matches Trident's per-backend export policy name.
+var backendPolicyRE = regexp.MustCompile(`^trident-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
 func writeJSON(t testing.TB, path string, v any) {
 	t.Helper()
 	data, err := json.MarshalIndent(v, "", "  ")
@@ -86,15 +90,20 @@ func writeJSON(t testing.TB, path string, v any) {
 }
 
 // AssertONTAPClean fails the test if ONTAP holds anything a plugin makes
-// that should be gone: volumes, LUNs, igroups, and export policies other
-// than the SVM's "default" and the backend's empty policy
-// ("<storagePrefix>empty", which Trident keeps too).
+// that should be gone: volumes (economy pools included), qtrees, LUNs,
+// igroups, and export policies other than the SVM's "default", the
+// backend's empty policy ("<storagePrefix>empty") and ontap-nas-economy's
+// backend policy ("trident-<backendUUID>"), which Trident keeps too until
+// the backend is deleted.
 func AssertONTAPClean(t testing.TB, s *ontapsim.Simulator) {
 	t.Helper()
 	for _, v := range s.Volumes() {
 		if !v.IsSVMRoot {
 			t.Errorf("ONTAP: volume %s is left over", v.Name)
 		}
+	}
+	for _, q := range s.Qtrees() {
+		t.Errorf("ONTAP: qtree %s/%s is left over", q.Volume, q.Name)
 	}
 	for _, l := range s.LUNs() {
 		t.Errorf("ONTAP: LUN %s is left over", l.Path)
@@ -103,7 +112,7 @@ func AssertONTAPClean(t testing.TB, s *ontapsim.Simulator) {
 		t.Errorf("ONTAP: igroup %s is left over (initiators %v)", g.Name, g.Initiators)
 	}
 	for _, pol := range s.ExportPolicies() {
-		if pol.Name != "default" && pol.Name != "trident_empty" {
+		if pol.Name != "default" && pol.Name != "trident_empty" && !backendPolicyRE.MatchString(pol.Name) {
 			t.Errorf("ONTAP: export policy %s is left over (%d rules)", pol.Name, len(pol.Rules))
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// LeaseFile is the node lease in the plugin dir (registration.md §4).
+// LeaseFile is the node lease in the plugin dir (docs/design/registration.md §4).
 const LeaseFile = "lease.json"
 
 // Lease is what the harness reads of lease.json. The harness observes the

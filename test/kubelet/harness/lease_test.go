@@ -10,7 +10,7 @@ func TestParseLease(t *testing.T) {
 		wantErr bool
 	}{
 		{
-			name: "registration.md §4 document",
+			name: "docs/design/registration.md §4 document",
 			doc: `{"generation":1796225121467,"holder":{"pod":"ds-a","podUID":"u","pid":42,"startedAt":"2026-12-02T14:00:00Z"},
 				"registrationSocket":"/k/plugins_registry/csi.trident.netapp.io-g1796225121467-reg.sock",
 				"nodeInfo":{"nodeID":"node1"},"phase":"registered","updatedAt":"2026-12-02T14:00:01Z"}`,

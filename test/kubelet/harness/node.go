@@ -19,10 +19,10 @@ type Factory func(t *testing.T, cfg KubeletConfig) (Kubelet, error)
 
 // watcherSettle is how long the plugin watcher gets after Start before the
 // first socket appears: a socket created while the watcher starts can be
-// added twice and deregistered once (kubelet-registration.md §1.2, K10).
+// added twice and deregistered once (docs/design/registration.md §7.1, K10).
 const watcherSettle = 500 * time.Millisecond
 
-// Paths of one node's kubelet directory, the layout of registration.md §4.
+// Paths of one node's kubelet directory, the layout of docs/design/registration.md §4.
 type Paths struct {
 	Root      string // kubelet root dir (--kubelet-dir, --root-dir)
 	RegDir    string // Root/plugins_registry

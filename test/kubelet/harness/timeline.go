@@ -196,7 +196,7 @@ type Change struct {
 }
 
 // MaxSampleSpacing is the largest time between two samples the design
-// allows (registration.md §6).
+// allows (docs/design/registration.md §6).
 const MaxSampleSpacing = 10 * time.Millisecond
 
 // Series is the history of one signal as its changes.

@@ -12,13 +12,13 @@
 //     containerd, CNI and the node plugin write to (/var/lib, /var/log,
 //     /opt, /usr/libexec, /usr/sbin) are overlays whose upper layers live
 //     in the test's root, so the host's /var/lib/kubelet, /var/lib/cni,
-//     /var/log/pods, ... are never created (local-cluster.md §6);
+//     /var/log/pods, ... are never created (docs/design/local-cluster.md §6);
 //   - directories of the test root can be bind-mounted over paths
 //     (/var/lib/kubelet is the test root's kubelet/, on ext4 and not on
 //     overlayfs, as the kubelet expects);
 //   - the network is loopback plus a veth pair whose both ends stay inside
 //     the namespace: the node IP and a default route the kubelet needs, and
-//     nothing that leads off the machine (local-cluster.md §3.2). A DNAT
+//     nothing that leads off the machine (docs/design/local-cluster.md §3.2). A DNAT
 //     rule stands in for kube-proxy for the one Service pods use, the API
 //     server's "kubernetes" Service;
 //   - a cgroup root (one directory per hierarchy) for the kubelet's

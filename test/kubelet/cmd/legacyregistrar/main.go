@@ -1,5 +1,5 @@
 // Command legacyregistrar behaves as node-driver-registrar v2.x does towards
-// kubelet, for the S8 and S9 scenarios (kubelet-registration.md §4):
+// kubelet, for the S8 and S9 scenarios (docs/design/registration.md §7.6):
 //
 //   - it waits until the CSI driver answers GetPluginInfo on --csi-address,
 //   - then removes whatever sits at its fixed socket path

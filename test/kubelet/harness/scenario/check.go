@@ -172,7 +172,7 @@ func (c checker) waitSuccessor(p *harness.Pod, above uint64) harness.TimedCall {
 }
 
 // A generation socket is <driver>-g<G>-reg.sock, or a hashed name that still
-// ends in -g<G>-reg.sock when the path would be too long (registration.md §4).
+// ends in -g<G>-reg.sock when the path would be too long (docs/design/registration.md §4).
 var regSockName = regexp.MustCompile(`^[^.].*-g(\d+)-reg\.sock$`)
 
 // generationSockets lists the generation registration sockets in

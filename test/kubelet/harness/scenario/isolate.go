@@ -1,4 +1,4 @@
-// Package scenario holds the handover scenarios S1–S12 of registration.md §6,
+// Package scenario holds the handover scenarios S1–S12 of docs/design/registration.md §6,
 // the legacy-registrar baselines, and the benchmark, written once against
 // harness.Kubelet and run by each Kubernetes version's module.
 //

@@ -10,14 +10,14 @@ import (
 	"github.com/ontap-csi/ontap-csi/test/kubelet/harness"
 )
 
-// Scenario is one row of registration.md §6.
+// Scenario is one row of docs/design/registration.md §6.
 type Scenario struct {
 	ID    string
 	Title string
 	Run   func(*harness.Node) Result
 }
 
-// The scenarios of registration.md §6.
+// The scenarios of docs/design/registration.md §6.
 var (
 	S1  = Scenario{"S1", "rolling update with surge: A registered, B starts and takes over, SIGTERM A", s1}
 	S2  = Scenario{"S2", "seed: DaemonSet recreated, B starts, A gets SIGTERM 300 ms later", s2}
@@ -394,7 +394,7 @@ func s9(n *harness.Node) Result {
 // first with the old one deleted after delay, or (oldFirst) the old pod
 // deleted and the new one started after delay. With seed, the old pod is
 // deleted only once the new pod's registrar has re-created the registration
-// socket, the order of the seed incident (registration.md §1), whatever the
+// socket, the order of the seed incident (docs/design/registration.md §1), whatever the
 // machine's speed.
 func legacyRecreate(c checker, delay time.Duration, oldFirst, seed bool) Result {
 	c.Step("start ds-a (trident-main + node-driver-registrar)")
@@ -605,7 +605,7 @@ func l2(n *harness.Node) Result {
 }
 func l3(n *harness.Node) Result { return legacyRecreate(checker{n}, 3*time.Second, true, false) }
 
-// M1 is the migration of reference §9.4 followed by a registrar sidecar
+// M1 is the migration of docs/design/registration.md §7.7 followed by a registrar sidecar
 // that starts again. Kubelet registered the legacy socket (Trident's
 // DaemonSet); our pod starts next to it, registers, and retires the legacy
 // socket by rename, which leaves that path in kubelet's actual state (K1).
@@ -613,7 +613,7 @@ func l3(n *harness.Node) Result { return legacyRecreate(checker{n}, 3*time.Secon
 // operator-generated DaemonSet, restarted by its liveness probe) creates the
 // legacy socket again. If kubelet's watcher sees that Create before the
 // holder retires the socket, kubelet unregisters the stale path and with it
-// the driver, by name (reference §5d); the holder's re-registration must
+// the driver, by name (docs/design/registration.md §7.5d); the holder's re-registration must
 // bring it back. Like S8: never left unregistered, gap ≤ 2 s (aim 0).
 var M1 = Scenario{"M1", "migration from the legacy DaemonSet, then a registrar sidecar (re)starts", m1}
 

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# make fuzz (docs/fuzz.md): runs every fuzz target of the repository — each
+# `func Fuzz…` in a *_test.go file git knows, in every Go module — for
+# FUZZTIME each, one after the other. The corpus each run finds is kept in
+# the fuzz cache, so a CI with a warm cache keeps growing it; the seed
+# corpora in testdata/fuzz are run as well. A failure fails the run, and go
+# test writes the failing input to the package's testdata/fuzz/<target>/,
+# where it stays a test case once committed.
+#
+#   FUZZTIME       time per target (go test -fuzztime), default 20s
+#   FUZZ_PARALLEL  fuzzing workers per target, default 2
+#   FUZZ_CACHE     corpus cache; default $ONTAP_CSI_E2E_CACHE/fuzz when that
+#                  is set, else ${XDG_CACHE_HOME:-~/.cache}/ontap-csi/fuzz
+#   FUZZ_ONLY      a regular expression: only the targets it matches
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+GO=${GO:-go}
+FUZZTIME=${FUZZTIME:-20s}
+FUZZ_PARALLEL=${FUZZ_PARALLEL:-2}
+if [ -z "${FUZZ_CACHE:-}" ]; then
+	if [ -n "${ONTAP_CSI_E2E_CACHE:-}" ]; then
+		FUZZ_CACHE=$ONTAP_CSI_E2E_CACHE/fuzz
+	else
+		FUZZ_CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ontap-csi/fuzz
+	fi
+fi
+mkdir -p "$FUZZ_CACHE"
+# One run at a time grows a cache; a second waits.
+exec 9>"$FUZZ_CACHE/.lock"
+flock 9
+
+# module prints the directory of the Go module holding package dir $1.
+module() {
+	local d=$1
+	while [ "$d" != "." ] && [ ! -f "$d/go.mod" ]; do d=$(dirname "$d"); done
+	echo "$d"
+}
+
+failed=()
+count=0
+start=$(date +%s)
+while IFS= read -r file; do
+	dir=$(dirname "$file")
+	mod=$(module "$dir")
+	pkg=./${dir#"$mod"}
+	pkg=${pkg/#.\/\//./}
+	while IFS= read -r name; do
+		if [ -n "${FUZZ_ONLY:-}" ] && ! [[ $name =~ $FUZZ_ONLY ]]; then
+			continue
+		fi
+		count=$((count + 1))
+		echo "== $name ($dir, $FUZZTIME)"
+		if ! (cd "$mod" && "$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -parallel "$FUZZ_PARALLEL" "$pkg" \
+			-args -test.fuzzcachedir="$FUZZ_CACHE/$dir"); then
+			failed+=("$name ($dir)")
+		fi
+	done < <(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file")
+done < <(git ls-files -- '*_test.go' | xargs grep -l '^func Fuzz' | sort)
+
+echo "fuzz: $count targets, $(( $(date +%s) - start )) s, corpus in $FUZZ_CACHE"
+if [ ${#failed[@]} -gt 0 ]; then
+	printf 'FAIL: %s\n' "${failed[@]}" >&2
+	exit 1
+fi

@@ -1,0 +1,92 @@
+#!/bin/bash
+# The VM's init (pid 1), run from the host's "in" share by the image's
+# /sbin/ontap-csi-vm-init (test/vm/image.sh). No systemd: it starts what a
+# Kubernetes node and an ONTAP storage host run, runs the harness's command
+# (/host/in/argv, NUL-separated; environment in /host/in/env), writes its
+# exit code to the "out" share and powers off. Markers on the console
+# ("ontap-csi-vm: ...") let the host time the boot.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root LC_ALL=C
+say() { echo "ontap-csi-vm: $*" >/dev/console; }
+fail() { say "init failed: $*"; echo 1 >/host/out/exit-code.tmp; mv /host/out/exit-code.tmp /host/out/init-failed; poweroff_now; }
+poweroff_now() {
+	sync
+	echo o >/proc/sysrq-trigger
+	sleep 60
+}
+say "init started"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 out /host/out || poweroff_now
+exec >/host/out/init.log 2>&1
+PS4='+ ${EPOCHREALTIME} '
+set -x
+mount -t tmpfs -o mode=0755 tmpfs /run
+mkdir -p /run/lock/iscsi /run/rpcbind /run/sendsigs.omit.d
+mount -t tmpfs tmpfs /tmp
+mount -t configfs configfs /sys/kernel/config 2>/dev/null || true
+hostname ontap-csi-vm
+
+mkdir -p /etc/target # LIO's db_root
+# In one go: loading in parallel is slower under TCG.
+modprobe -a configfs target_core_mod target_core_file iscsi_target_mod iscsi_tcp \
+	dm_multipath dm_round_robin loop nfsd nfs nfsv3 nfsv4 || fail "modprobe"
+
+# The simulator's data LIFs: NFS 127.0.0.10, iSCSI 127.0.0.11 and .12. The
+# node's address is 127.0.0.20: connections to a LIF come from it (a local
+# route's preferred source), as from a node to ONTAP, so that export policy
+# rules see the node's address and not the LIF's own.
+ip link set lo up
+ip addr add 127.0.0.20/32 dev lo
+for a in 127.0.0.10 127.0.0.11 127.0.0.12; do
+	ip addr add "$a/32" dev lo
+	ip route replace local "$a" dev lo src 127.0.0.20 table local
+done
+
+/lib/systemd/systemd-udevd --daemon || fail "udevd"
+mountpoint -q /sys/kernel/config || mount -t configfs configfs /sys/kernel/config || fail "configfs"
+mount -t nfsd nfsd /proc/fs/nfsd || fail "nfsd fs"
+# Only block devices exist before the tests make their own: a full
+# coldplug costs 20 s here.
+udevadm trigger --action=add --subsystem-match=block
+udevadm settle -t 30
+
+# The node: iscsid with a fixed initiator name, multipathd making a map for
+# every path (find_multipaths no), maps named by WWID.
+mkdir -p /etc/iscsi /var/lib/iscsi
+echo "InitiatorName=${ONTAP_CSI_VM_IQN:-iqn.2005-03.org.open-iscsi:vm-node}" >/etc/iscsi/initiatorname.iscsi
+iscsid || fail "iscsid"
+cat >/etc/multipath.conf <<'MP'
+defaults {
+	user_friendly_names no
+	find_multipaths no
+	polling_interval 2
+}
+MP
+multipathd || fail "multipathd"
+
+# The storage host: rpcbind, statd (NFSv3 locks), mountd, nfsd. Short grace
+# and lease times: NFSv4 opens wait out the grace period after nfsd starts.
+rpcbind -w || fail "rpcbind"
+rpc.statd || fail "rpc.statd"
+mkdir -p /srv/ontap-sim/nfs /var/lib/nfs/v4recovery
+printf '[exports]\nrootdir=/srv/ontap-sim/nfs\n' >/etc/nfs.conf.d/ontap-sim.conf
+echo 10 >/proc/fs/nfsd/nfsv4gracetime
+echo 10 >/proc/fs/nfsd/nfsv4leasetime
+rpc.mountd || fail "rpc.mountd"
+rpc.nfsd 4 || fail "rpc.nfsd"
+exportfs -ra
+set +x
+say "ready"
+
+mapfile -d '' argv </host/in/argv
+if [ -s /host/in/env ]; then
+	mapfile -d '' envs </host/in/env
+	for kv in "${envs[@]}"; do export "$kv"; done
+fi
+cd /tmp
+"${argv[@]}" >/host/out/output.log 2>&1 </dev/null
+rc=$?
+dmesg >/host/out/dmesg.log 2>&1
+say "command exited $rc"
+echo "$rc" >/host/out/exit-code.tmp
+mv /host/out/exit-code.tmp /host/out/exit-code
+poweroff_now

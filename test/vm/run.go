@@ -1,0 +1,409 @@
+package vm
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+//go:embed init.sh
+var initScript []byte
+
+// Options describe one VM run.
+type Options struct {
+	// Files are put in the VM's /host/in (read-only): name there -> host
+	// path. Binaries must be static (CGO_ENABLED=0).
+	Files map[string]string
+	// Command is run by the VM's init once its daemons are up, as argv
+	// (no shell), in /tmp, with stdout and stderr in Result.Output. It may
+	// write files to /host/out (Result.OutDir).
+	Command []string
+	// Env are "NAME=value" pairs set for Command.
+	Env []string
+	// Timeout bounds the whole run, boot included; default 15 minutes.
+	Timeout time.Duration
+}
+
+// Result is what a VM run gave back.
+type Result struct {
+	ExitCode int
+	Output   string        // Command's stdout and stderr
+	Console  string        // the serial console and the init's log
+	Boot     time.Duration // from starting qemu to the daemons being up
+	Elapsed  time.Duration // the whole run
+	OutDir   string        // the out share; removed when the test ends
+}
+
+// Available fails the test unless the VM can run here: root (9p shares of
+// root-owned files, debootstrap), qemu, qemu-img and debootstrap. The VM
+// tests run only with ONTAP_CSI_VM=1 (make vm); without it they skip, so
+// that `go test ./...` does not boot VMs.
+func Available(t testing.TB) {
+	t.Helper()
+	if os.Getenv("ONTAP_CSI_VM") == "" {
+		t.Skip("VM tests run with ONTAP_CSI_VM=1 (make vm)")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("the VM tests need root (debootstrap, 9p shares)")
+	}
+	for _, tool := range []string{"qemu-system-x86_64", "qemu-img", "debootstrap", "mkfs.ext4"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is missing (.ci/run installs qemu-system-x86, qemu-utils, debootstrap, cpio)", tool)
+		}
+	}
+}
+
+// Run boots the cached image (building it first if needed), runs
+// o.Command in it and returns once the VM has powered off. The VM is
+// killed when the test ends, fails, times out, or the test process gets
+// SIGINT or SIGTERM (and, through Pdeathsig, when it dies of anything
+// else); its overlay and shares are removed. A run whose init or command
+// could not report an exit code fails the test.
+func Run(t testing.TB, o Options) *Result {
+	t.Helper()
+	Available(t)
+	img := CachedImage(t)
+	m := start(t, img, o)
+	res, err := m.wait()
+	if err != nil {
+		m.saveLogs(t)
+		t.Fatalf("VM: %v\nconsole (tail):\n%s", err, tail(m.console(), 6000))
+	}
+	return res
+}
+
+// machine is one running VM.
+type machine struct {
+	dir     string     // temporary: in/ and out/
+	overlay []*os.File // the overlay, read-write and read-only, unlinked
+	cmd     *exec.Cmd
+	started time.Time
+	timeout time.Duration
+
+	mu      sync.Mutex
+	con     bytes.Buffer
+	ready   time.Time
+	done    chan struct{} // qemu was reaped
+	waitErr error
+	killed  bool
+}
+
+var live struct {
+	sync.Mutex
+	machines map[*machine]bool
+	handler  bool
+}
+
+const tempPrefix = "ontap-csi-vm-"
+
+func start(t testing.TB, img *Image, o Options) *machine {
+	t.Helper()
+	sweepStale()
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", tempPrefix, os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &machine{dir: dir, done: make(chan struct{}), timeout: o.Timeout}
+	if m.timeout == 0 {
+		m.timeout = 15 * time.Minute
+	}
+	t.Cleanup(func() {
+		m.kill()
+		for _, f := range m.overlay {
+			f.Close() // if qemu never started
+		}
+		if t.Failed() {
+			m.saveLogs(t)
+		}
+		os.RemoveAll(dir)
+	})
+	if err := m.prepare(img, o); err != nil {
+		t.Fatal(err)
+	}
+	m.cmd = exec.Command("qemu-system-x86_64", m.args(img)...)
+	m.cmd.Dir = dir
+	m.cmd.ExtraFiles = m.overlay // fds 3 and 4: /dev/fdset/1
+	stdout, err := m.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cmd.Stderr = m.cmd.Stdout
+	// A process group of its own, killed as a whole; and SIGKILL when the
+	// test process dies, however it dies.
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	register(m)
+	runtime.LockOSThread() // Pdeathsig fires when the forking thread exits
+	m.started = time.Now()
+	err = m.cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
+		unregister(m)
+		t.Fatalf("qemu: %v", err)
+	}
+	for _, f := range m.overlay {
+		f.Close() // qemu has them now
+	}
+	go m.readConsole(stdout)
+	go m.reap()
+	if onStart != nil {
+		onStart(m.cmd.Process.Pid, dir)
+	}
+	return m
+}
+
+// onStart, when set (by a test), is told each qemu's pid and directory.
+var onStart func(pid int, dir string)
+
+// prepare fills the shares and makes the overlay over the cached image.
+func (m *machine) prepare(img *Image, o Options) error {
+	in, out := filepath.Join(m.dir, "in"), filepath.Join(m.dir, "out")
+	for _, d := range []string{in, out} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if len(o.Command) == 0 {
+		return errors.New("vm.Options: no Command")
+	}
+	files := map[string][]byte{
+		"init.sh": initScript,
+		"argv":    []byte(strings.Join(o.Command, "\x00")),
+		"env":     []byte(strings.Join(o.Env, "\x00")),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(in, name), data, 0o755); err != nil {
+			return err
+		}
+	}
+	for name, src := range o.Files {
+		if name != filepath.Base(name) || files[name] != nil {
+			return fmt.Errorf("vm.Options.Files: bad name %q", name)
+		}
+		if err := linkOrCopy(src, filepath.Join(in, name)); err != nil {
+			return err
+		}
+	}
+	return m.makeOverlay(img)
+}
+
+// makeOverlay makes the qcow2 overlay over the cached image, opens it
+// read-write and read-only for qemu (-add-fd: qemu reopens images while it
+// starts, and picks the descriptor by access mode) and unlinks it: no
+// temporary image outlives qemu, even if the test process is killed.
+func (m *machine) makeOverlay(img *Image) error {
+	path := filepath.Join(m.dir, "overlay.qcow2")
+	defer os.Remove(path)
+	out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", img.Disk, path).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("qemu-img create: %v: %s", err, out)
+	}
+	for _, flag := range []int{os.O_RDWR, os.O_RDONLY} {
+		f, err := os.OpenFile(path, flag, 0)
+		if err != nil {
+			return err
+		}
+		m.overlay = append(m.overlay, f)
+	}
+	return nil
+}
+
+func (m *machine) args(img *Image) []string {
+	return []string{
+		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", "1536",
+		"-nographic", "-monitor", "none", "-no-reboot", "-nic", "none",
+		"-kernel", img.Kernel, "-initrd", img.Initrd,
+		"-append", "console=ttyS0 root=/dev/vda rw init=/sbin/ontap-csi-vm-init quiet panic=-1 mitigations=off",
+		"-add-fd", "fd=3,set=1", "-add-fd", "fd=4,set=1",
+		"-drive", "file=/dev/fdset/1,format=qcow2,if=virtio,cache=unsafe",
+		"-virtfs", "local,path=in,mount_tag=in,security_model=none,readonly=on,id=in",
+		"-virtfs", "local,path=out,mount_tag=out,security_model=none,id=out",
+	}
+}
+
+func (m *machine) readConsole(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		m.mu.Lock()
+		m.con.WriteString(line)
+		m.con.WriteByte('\n')
+		if strings.Contains(line, "ontap-csi-vm: ready") && m.ready.IsZero() {
+			m.ready = time.Now()
+		}
+		m.mu.Unlock()
+	}
+}
+
+func (m *machine) reap() {
+	err := m.cmd.Wait()
+	m.mu.Lock()
+	m.waitErr = err
+	m.mu.Unlock()
+	close(m.done)
+	unregister(m)
+}
+
+// wait waits for the VM to power off, or kills it at the timeout.
+func (m *machine) wait() (*Result, error) {
+	timer := time.NewTimer(m.timeout)
+	defer timer.Stop()
+	select {
+	case <-m.done:
+	case <-timer.C:
+		m.kill()
+		return nil, fmt.Errorf("timed out after %s; killed", m.timeout)
+	}
+	res := &Result{Elapsed: time.Since(m.started), OutDir: filepath.Join(m.dir, "out"), Console: m.console()}
+	m.mu.Lock()
+	if !m.ready.IsZero() {
+		res.Boot = m.ready.Sub(m.started)
+	}
+	waitErr := m.waitErr
+	m.mu.Unlock()
+	out, _ := os.ReadFile(filepath.Join(res.OutDir, "output.log"))
+	res.Output = string(out)
+	code, err := os.ReadFile(filepath.Join(res.OutDir, "exit-code"))
+	if err != nil {
+		return nil, fmt.Errorf("no exit code from the VM (qemu: %v)", waitErr)
+	}
+	if res.ExitCode, err = strconv.Atoi(strings.TrimSpace(string(code))); err != nil {
+		return nil, fmt.Errorf("exit code %q", code)
+	}
+	return res, nil
+}
+
+// console is the serial console so far, then the init's own log.
+func (m *machine) console() string {
+	m.mu.Lock()
+	s := m.con.String()
+	m.mu.Unlock()
+	for _, f := range []string{"init.log", "dmesg.log"} {
+		if b, err := os.ReadFile(filepath.Join(m.dir, "out", f)); err == nil {
+			s += "\n--- " + f + " ---\n" + string(b)
+		}
+	}
+	return s
+}
+
+// kill ends qemu's whole process group and waits until it is reaped.
+func (m *machine) kill() {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-m.done:
+		return
+	default:
+	}
+	m.mu.Lock()
+	m.killed = true
+	m.mu.Unlock()
+	_ = unix.Kill(-m.cmd.Process.Pid, unix.SIGKILL)
+	<-m.done
+}
+
+// saveLogs keeps the console, init log and command output of a failed run
+// in $TMPDIR/ontap-csi-vm-logs/<test>-<time>/ (the temporary directory
+// itself goes).
+func (m *machine) saveLogs(t testing.TB) {
+	if terminating.Load() {
+		return
+	}
+	dst := filepath.Join(os.TempDir(), "ontap-csi-vm-logs", strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-"+time.Now().Format("20060102-150405"))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return
+	}
+	_ = os.WriteFile(filepath.Join(dst, "console.log"), []byte(m.console()), 0o644)
+	out, _ := os.ReadFile(filepath.Join(m.dir, "out", "output.log"))
+	_ = os.WriteFile(filepath.Join(dst, "output.log"), out, 0o644)
+	t.Logf("VM logs saved in %s", dst)
+}
+
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// register tracks a running VM for the signal handler, installed once:
+// SIGINT or SIGTERM of the test process kills every VM and removes its
+// directory before the process dies of the signal as it would have.
+func register(m *machine) {
+	live.Lock()
+	defer live.Unlock()
+	if live.machines == nil {
+		live.machines = map[*machine]bool{}
+	}
+	live.machines[m] = true
+	if !live.handler {
+		live.handler = true
+		installSignalHandler()
+	}
+}
+
+func unregister(m *machine) {
+	live.Lock()
+	delete(live.machines, m)
+	live.Unlock()
+}
+
+func killAll() {
+	live.Lock()
+	ms := make([]*machine, 0, len(live.machines))
+	for m := range live.machines {
+		ms = append(ms, m)
+	}
+	live.Unlock()
+	for _, m := range ms {
+		m.kill()
+		os.RemoveAll(m.dir)
+	}
+}
+
+// sweepStale removes the directories of VM runs whose test process died
+// without its cleanup (SIGKILL): their qemu died with it (Pdeathsig) and
+// their overlay was already unlinked, but the shares stay.
+func sweepStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), tempPrefix+"*"))
+	for _, d := range dirs {
+		rest := strings.TrimPrefix(filepath.Base(d), tempPrefix)
+		pidStr, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		if unix.Kill(pid, 0) == unix.ESRCH {
+			os.RemoveAll(d)
+		}
+	}
+}
