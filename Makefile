@@ -33,7 +33,7 @@ unit: build
 # corpus found is kept in $ONTAP_CSI_E2E_CACHE/fuzz (default
 # ~/.cache/ontap-csi/fuzz) and grows from run to run; a failing input is
 # written to the package's testdata/fuzz/ and fails the run.
-FUZZTIME ?= 20s
+FUZZTIME ?= 10s
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz/run.sh
 

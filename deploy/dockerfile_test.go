@@ -79,15 +79,33 @@ func flagsAndWords(args string) (map[string]string, []string) {
 
 func TestDockerfile(t *testing.T) {
 	ins := parseDockerfile(t, "../Dockerfile")
-	stages := map[string]int{} // AS name -> index
-	var final int
+	stages, final := checkBaseImages(t, ins)
+	copiesFromContext := checkCopies(t, ins, stages)
+	if _, err := os.Stat("../.dockerignore"); err == nil {
+		t.Error(".dockerignore exists: extend this test to check that it keeps every COPY source")
+	}
+	// Every package the binary is built from is copied into the build stage.
+	for _, dir := range binaryPackageDirs(t) {
+		top := strings.Split(dir, "/")[0]
+		if !contains(copiesFromContext, top) && !contains(copiesFromContext, ".") {
+			t.Errorf("the binary needs %s, but no COPY brings %s/ into the build", dir, top)
+		}
+	}
+	checkFinalStage(t, ins, final)
+	checkBuildStage(t, ins, final)
+}
+
+// checkBaseImages checks that every base image is pinned and that the
+// build stage's Go is at least go.mod's; it returns the stages by name
+// and the final stage's index.
+func checkBaseImages(t *testing.T, ins []instruction) (stages map[string]int, final int) {
+	stages = map[string]int{} // AS name -> index
 	var goVersion string
 	for _, in := range ins {
 		if in.cmd != "FROM" {
 			continue
 		}
-		flags, words := flagsAndWords(in.args)
-		_ = flags
+		_, words := flagsAndWords(in.args)
 		image := words[0]
 		if len(words) == 3 && strings.EqualFold(words[1], "AS") {
 			stages[words[2]] = in.stage
@@ -105,21 +123,21 @@ func TestDockerfile(t *testing.T) {
 			}
 		}
 	}
-
-	// The build stage's Go is at least go.mod's.
 	modGo := goModVersion(t)
 	if goVersion == "" {
 		t.Error("no golang build stage")
 	} else if versionLess(goVersion, modGo) {
 		t.Errorf("golang:%s is older than go.mod's go %s", goVersion, modGo)
 	}
+	return stages, final
+}
 
-	var copiesFromContext []string
-	var finalInstr []instruction
+// checkCopies checks every COPY and ADD: a source and a destination, an
+// earlier stage for --from, and sources that exist in the build context
+// (the repository), which it returns.
+func checkCopies(t *testing.T, ins []instruction, stages map[string]int) []string {
+	var fromContext []string
 	for _, in := range ins {
-		if in.stage == final {
-			finalInstr = append(finalInstr, in)
-		}
 		if in.cmd != "COPY" && in.cmd != "ADD" {
 			continue
 		}
@@ -134,32 +152,27 @@ func TestDockerfile(t *testing.T) {
 			}
 			continue
 		}
-		// Every source exists in the build context (the repository).
 		for _, src := range words[:len(words)-1] {
 			matches, err := filepath.Glob(filepath.Join("..", src))
 			if err != nil || len(matches) == 0 {
 				t.Errorf("line %d: COPY source %s does not exist in the repository", in.line, src)
 			}
-			copiesFromContext = append(copiesFromContext, strings.TrimSuffix(filepath.Clean(src), "/"))
+			fromContext = append(fromContext, strings.TrimSuffix(filepath.Clean(src), "/"))
 		}
 	}
-	if _, err := os.Stat("../.dockerignore"); err == nil {
-		t.Error(".dockerignore exists: extend this test to check that it keeps every COPY source")
-	}
+	return fromContext
+}
 
-	// Every package the binary is built from is copied into the build stage.
-	for _, dir := range binaryPackageDirs(t) {
-		top := strings.Split(dir, "/")[0]
-		if !contains(copiesFromContext, top) && !contains(copiesFromContext, ".") {
-			t.Errorf("the binary needs %s, but no COPY brings %s/ into the build", dir, top)
-		}
-	}
-
-	// The final stage needs no shell: nothing runs at build time and the
-	// entrypoint is exec form. From scratch it has none at all.
+// checkFinalStage: the final stage needs no shell (nothing runs at build
+// time and the entrypoint is exec form; from scratch it has none at all),
+// starts /ontap-csi and copies the build's /out to /.
+func checkFinalStage(t *testing.T, ins []instruction, final int) {
 	var entrypoint []string
 	var copiesOut bool
-	for _, in := range finalInstr {
+	for _, in := range ins {
+		if in.stage != final {
+			continue
+		}
 		switch in.cmd {
 		case "RUN", "SHELL", "ONBUILD", "HEALTHCHECK":
 			t.Errorf("line %d: %s in the final stage needs a shell or a tool the image lacks", in.line, in.cmd)
@@ -181,9 +194,15 @@ func TestDockerfile(t *testing.T) {
 	if len(entrypoint) == 0 || entrypoint[0] != "/ontap-csi" {
 		t.Errorf("ENTRYPOINT %v, want /ontap-csi first (the manifests' command)", entrypoint)
 	}
+	if !copiesOut {
+		t.Error("the final stage does not copy /out/ to /")
+	}
+}
 
-	// The image holds /ontap-csi and the name /trident_orchestrator: the
-	// build stage links it in /out, and the final stage copies /out to /.
+// checkBuildStage: the image holds /ontap-csi and the name
+// /trident_orchestrator: the build stage links it in /out, which the final
+// stage copies to /.
+func checkBuildStage(t *testing.T, ins []instruction, final int) {
 	var build strings.Builder
 	for _, in := range ins {
 		if in.stage != final && in.cmd == "RUN" {
@@ -203,9 +222,6 @@ func TestDockerfile(t *testing.T) {
 	}
 	if !strings.Contains(b, "-X main.tridentVersion=") {
 		t.Errorf("the build does not set the Trident release the operator checks:\n%s", b)
-	}
-	if !copiesOut {
-		t.Error("the final stage does not copy /out/ to /")
 	}
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/ontap-csi/ontap-csi/registration"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
+	"github.com/ontap-csi/ontap-csi/test/shims/iscsi/shimtest"
 )
 
 const (
@@ -104,6 +105,54 @@ func (r *run) step(format string, args ...any) {
 // published, load started; surge rollout to ds-2; DaemonSet-recreate
 // rollout to ds-3; then everything undone.
 func runOurs(t *testing.T, bin string, tools kubeletTools) *run {
+	d := startOurs(t, tools)
+	t1 := time.Now()
+	ds1 := d.pod("ds-1")
+	g1 := d.registered(t1, 0)
+	vols := d.publishVolumes()
+	l := d.startLoad(vols)
+	time.Sleep(2 * time.Second)
+
+	d.r.step("rollout 1, surge (maxSurge 1): start ds-2 beside ds-1")
+	t2 := time.Now()
+	ds2 := d.pod("ds-2")
+	g2 := d.registered(t2, g1)
+	d.r.step("ds-2 is ready; the DaemonSet controller deletes ds-1: SIGTERM")
+	ds1.Terminate()
+	<-ds1.Done()
+	d.r.step("ds-1 exited")
+	time.Sleep(2 * time.Second)
+
+	d.r.step("rollout 2, DaemonSet deleted and created again (the seed's order): start ds-3, SIGTERM ds-2 once ds-3's socket exists")
+	before := regSockets(t, d.roots.KubeletDir)
+	t3 := time.Now()
+	ds3 := d.pod("ds-3")
+	waitNewSocket(t, d.roots.KubeletDir, before)
+	ds2.Terminate()
+	d.r.step("ds-2 got SIGTERM (terminating: it serves %s until ds-3 takes it over)", filepath.Base(d.endpoint))
+	d.registered(t3, g2)
+	<-ds2.Done()
+	d.r.step("ds-2 exited")
+	time.Sleep(2 * time.Second)
+
+	d.stopLoad(l, vols)
+	d.uninstall(bin, vols, ds3)
+	return d.r
+}
+
+// ours is the demo's node with ontap-csi: the simulator, the iSCSI shim,
+// the kubelet code, the controller and the node plugin pods.
+type ours struct {
+	t        *testing.T
+	r        *run
+	roots    plugintest.Roots
+	sim      *plugintest.Sim
+	iscsi    *shimtest.Env
+	ctrl     *plugintest.Plugin
+	endpoint string // E: what kubelet dials (I3)
+}
+
+func startOurs(t *testing.T, tools kubeletTools) *ours {
 	roots := plugintest.NewRoots(t)
 	s := plugintest.StartSim(t, roots, ontapsim.Config{})
 	iscsi := plugintest.StartISCSI(t, roots, s, nodeIQN)
@@ -120,106 +169,96 @@ func runOurs(t *testing.T, bin string, tools kubeletTools) *run {
 	// The controller Deployment's job, as csi-provisioner and csi-attacher
 	// drive it. allInOne so that it knows the node without a cluster: its
 	// node half reports this node (same name, IP and IQN) in-process.
-	ctrlRoots := plugintest.NewRoots(t)
-	ctrl := plugintest.Start(t, plugintest.Options{Roots: ctrlRoots, Sim: s, Backends: backends,
+	ctrl := plugintest.Start(t, plugintest.Options{Roots: plugintest.NewRoots(t), Sim: s, Backends: backends,
 		NodeID: nodeID, NodeIPs: []string{nodeIP}, ISCSI: iscsi})
 	r.step("controller up, backends ontap-nas and ontap-san")
+	return &ours{t: t, r: r, roots: roots, sim: s, iscsi: iscsi, ctrl: ctrl,
+		endpoint: filepath.Join(roots.KubeletDir, "plugins", driver, "csi-node.sock")}
+}
 
-	pluginDir := filepath.Join(roots.KubeletDir, "plugins", driver)
-	endpoint := filepath.Join(pluginDir, "csi-node.sock") // E: what kubelet dials (I3)
-	pod := func(name string) *plugintest.Plugin {
-		p := plugintest.Launch(t, plugintest.Options{Roots: roots, Role: "node", Sim: s, NodeID: nodeID,
-			NodeIPs: []string{nodeIP}, ISCSI: iscsi,
-			Env: []string{"POD_NAME=" + name, "POD_UID=" + name + "-uid"},
-			Args: []string{"--csi_endpoint=unix://" + filepath.Join(pluginDir, "csi.sock"),
-				"--handover-grace=20s", "--metrics-address=", "--log_level=info"}})
-		r.step("%s started (pid %d)", name, p.Pid())
-		return p
-	}
-	// registered waits until kubelet registered a generation above `above`
-	// and names its pod from the lease.
-	registered := func(since time.Time, above uint64) uint64 {
-		c := r.kubelet.waitRegistered(t, since, registerTimeout, func(c kubeletCall) bool { return c.generation() > above })
-		g := c.generation()
-		r.holders[g] = leaseHolder(t, roots.KubeletDir, g)
-		r.step("kubelet registered %s: generation %d at %s, %.0f ms after its start", r.holders[g], g, filepath.Base(c.Endpoint), c.At.Sub(since).Seconds()*1000)
-		return g
-	}
+// pod starts a node plugin pod of the DaemonSet.
+func (d *ours) pod(name string) *plugintest.Plugin {
+	pluginDir := filepath.Dir(d.endpoint)
+	p := plugintest.Launch(d.t, plugintest.Options{Roots: d.roots, Role: "node", Sim: d.sim, NodeID: nodeID,
+		NodeIPs: []string{nodeIP}, ISCSI: d.iscsi,
+		Env: []string{"POD_NAME=" + name, "POD_UID=" + name + "-uid"},
+		Args: []string{"--csi_endpoint=unix://" + filepath.Join(pluginDir, "csi.sock"),
+			"--handover-grace=20s", "--metrics-address=", "--log_level=info"}})
+	d.r.step("%s started (pid %d)", name, p.Pid())
+	return p
+}
 
-	t1 := time.Now()
-	ds1 := pod("ds-1")
-	g1 := registered(t1, 0)
+// registered waits until kubelet registered a generation above `above`
+// and names its pod from the lease.
+func (d *ours) registered(since time.Time, above uint64) uint64 {
+	c := d.r.kubelet.waitRegistered(d.t, since, registerTimeout, func(c kubeletCall) bool { return c.generation() > above })
+	g := c.generation()
+	d.r.holders[g] = leaseHolder(d.t, d.roots.KubeletDir, g)
+	d.r.step("kubelet registered %s: generation %d at %s, %.0f ms after its start", d.r.holders[g], g, filepath.Base(c.Endpoint), c.At.Sub(since).Seconds()*1000)
+	return g
+}
 
-	ctx := context.Background()
-	nfs := createAndStage(t, r, ctrl, endpoint, roots.KubeletDir, "pvc-demo-nfs", "ontap-nas",
+// publishVolumes creates, stages and publishes an NFS and an iSCSI volume
+// and writes a file on each.
+func (d *ours) publishVolumes() []published {
+	nfs := createAndStage(d.t, d.r, d.ctrl, d.endpoint, d.roots.KubeletDir, "pvc-demo-nfs", "ontap-nas",
 		mountCapability("nfs", csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER))
-	san := createAndStage(t, r, ctrl, endpoint, roots.KubeletDir, "pvc-demo-san", "ontap-san",
+	san := createAndStage(d.t, d.r, d.ctrl, d.endpoint, d.roots.KubeletDir, "pvc-demo-san", "ontap-san",
 		mountCapability("ext4", csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER))
 	vols := []published{nfs, san}
 	for _, v := range vols {
 		if err := os.WriteFile(filepath.Join(v.target, "hello.txt"), []byte("written before the rollouts\n"), 0o644); err != nil {
-			t.Fatal(err)
+			d.t.Fatal(err)
 		}
 	}
-	_, churnTarget, err := kubeletPaths(roots.KubeletDir, nfs.id, "pod-churn")
+	return vols
+}
+
+// startLoad starts kubelet's calls: stats on every volume, and a pod
+// mounting and unmounting the NFS volume in a loop.
+func (d *ours) startLoad(vols []published) *load {
+	_, churnTarget, err := kubeletPaths(d.roots.KubeletDir, vols[0].id, "pod-churn")
 	if err != nil {
-		t.Fatal(err)
+		d.t.Fatal(err)
 	}
-	l := startLoad(endpoint, vols, churnTarget)
-	r.step("load: NodeGetVolumeStats on every volume each 20 ms, and a pod mounting and unmounting %s in a loop, all through %s", nfs.id, filepath.Base(endpoint))
-	time.Sleep(2 * time.Second)
+	l := startLoad(d.endpoint, vols, churnTarget)
+	d.r.step("load: NodeGetVolumeStats on every volume each 20 ms, and a pod mounting and unmounting %s in a loop, all through %s", vols[0].id, filepath.Base(d.endpoint))
+	return l
+}
 
-	r.step("rollout 1, surge (maxSurge 1): start ds-2 beside ds-1")
-	t2 := time.Now()
-	ds2 := pod("ds-2")
-	g2 := registered(t2, g1)
-	r.step("ds-2 is ready; the DaemonSet controller deletes ds-1: SIGTERM")
-	ds1.Terminate()
-	<-ds1.Done()
-	r.step("ds-1 exited")
-	time.Sleep(2 * time.Second)
-
-	r.step("rollout 2, DaemonSet deleted and created again (the seed's order): start ds-3, SIGTERM ds-2 once ds-3's socket exists")
-	before := regSockets(t, roots.KubeletDir)
-	t3 := time.Now()
-	ds3 := pod("ds-3")
-	waitNewSocket(t, roots.KubeletDir, before)
-	ds2.Terminate()
-	r.step("ds-2 got SIGTERM (terminating: it serves %s until ds-3 takes it over)", filepath.Base(endpoint))
-	registered(t3, g2)
-	<-ds2.Done()
-	r.step("ds-2 exited")
-	time.Sleep(2 * time.Second)
-
+// stopLoad stops the calls, counts them and checks the data survived.
+func (d *ours) stopLoad(l *load, vols []published) {
 	l.stop()
-	r.stats, r.mounts, r.unmounts, r.failures = l.counts()
-	r.step("load stopped: %d NodeGetVolumeStats, %d mounts, %d unmounts, %d failed", r.stats, r.mounts, r.unmounts, len(r.failures))
+	d.r.stats, d.r.mounts, d.r.unmounts, d.r.failures = l.counts()
+	d.r.step("load stopped: %d NodeGetVolumeStats, %d mounts, %d unmounts, %d failed", d.r.stats, d.r.mounts, d.r.unmounts, len(d.r.failures))
 	for _, v := range vols {
 		if b, err := os.ReadFile(filepath.Join(v.target, "hello.txt")); err != nil || string(b) != "written before the rollouts\n" {
-			t.Errorf("%s: data written before the rollouts: %q, %v", v.label, b, err)
+			d.t.Errorf("%s: data written before the rollouts: %q, %v", v.label, b, err)
 		}
 	}
-	r.step("data written before the rollouts reads back on both volumes")
-	r.sum = r.kubelet.stop(t)
+	d.r.step("data written before the rollouts reads back on both volumes")
+	d.r.sum = d.r.kubelet.stop(d.t)
+}
 
-	// Undo it all, as kubelet and the controller would, then uninstall.
+// uninstall undoes it all, as kubelet and the controller would, then
+// deregisters and stops the last pod; nothing may be left.
+func (d *ours) uninstall(bin string, vols []published, last *plugintest.Plugin) {
 	for _, v := range vols {
-		unstageAndDelete(t, ctx, ctrl, endpoint, v)
+		unstageAndDelete(d.t, context.Background(), d.ctrl, d.endpoint, v)
 	}
-	r.step("volumes unmounted, unstaged, unpublished and deleted")
-	out, err := exec.Command(bin, "deregister", "--kubelet-dir="+roots.KubeletDir).CombinedOutput()
+	d.r.step("volumes unmounted, unstaged, unpublished and deleted")
+	out, err := exec.Command(bin, "deregister", "--kubelet-dir="+d.roots.KubeletDir).CombinedOutput()
 	if err != nil {
-		t.Fatalf("ontap-csi deregister: %v\n%s", err, out)
+		d.t.Fatalf("ontap-csi deregister: %v\n%s", err, out)
 	}
-	ds3.Terminate()
-	<-ds3.Done()
-	r.step("uninstalled: ontap-csi deregister, ds-3 stopped")
-	if mps := plugintest.MountPointsBelow(t, roots.Root); len(mps) > 0 {
-		t.Errorf("mounts left: %v", mps)
+	last.Terminate()
+	<-last.Done()
+	d.r.step("uninstalled: ontap-csi deregister, ds-3 stopped")
+	if mps := plugintest.MountPointsBelow(d.t, d.roots.Root); len(mps) > 0 {
+		d.t.Errorf("mounts left: %v", mps)
 	}
-	plugintest.AssertNoISCSI(t, iscsi)
-	plugintest.AssertONTAPClean(t, s.Simulator)
-	return r
+	plugintest.AssertNoISCSI(d.t, d.iscsi)
+	plugintest.AssertONTAPClean(d.t, d.sim.Simulator)
 }
 
 // runLegacy: the same two rollouts with Trident 20.10's pod. Kubelet's

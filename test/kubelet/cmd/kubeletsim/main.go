@@ -62,45 +62,19 @@ func run(root string, asJSON bool, klogPath string) error {
 		defer f.Close()
 		klogOut = f
 	}
+	out := &output{asJSON: asJSON, tl: harness.NewTimeline()}
+	out.tl.Subscribe(out.event)
 
-	tl := harness.NewTimeline()
-	var mu sync.Mutex // one line at a time on stdout
-	emit := func(v any) {
-		b, _ := json.Marshal(v)
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Println(string(b))
-	}
-	tl.Subscribe(func(e harness.Event) {
-		if asJSON {
-			emit(jsonEvent{T: e.At.Sub(tl.Start()).Seconds(), At: e.At.Format(time.RFC3339Nano), Kind: string(e.Kind), Text: e.Text})
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Println(tl.Format(e))
-	})
-	onCall := func(c harness.HandlerCall) {
-		tl.Call(c)
-		if asJSON {
-			// The same call once more with its fields, for programs that
-			// follow the registrations (the demo).
-			now := time.Now()
-			emit(jsonEvent{T: now.Sub(tl.Start()).Seconds(), At: now.Format(time.RFC3339Nano), Kind: "call", Op: string(c.Op),
-				Endpoint: c.Endpoint, Versions: c.Versions, Err: c.Err})
-		}
-	}
-
-	real, err := realkubelet.New(nil, harness.KubeletConfig{Root: root, Log: klogOut, OnHandlerCall: onCall})
+	real, err := realkubelet.New(nil, harness.KubeletConfig{Root: root, Log: klogOut, OnHandlerCall: out.call})
 	if err != nil {
 		return err
 	}
 	k := &countingKubelet{Kubelet: real}
-	tl.Add(harness.KindKubelet, "kubelet %s: plugin manager watching %s", k.Version(), paths.RegDir)
+	out.tl.Add(harness.KindKubelet, "kubelet %s: plugin manager watching %s", k.Version(), paths.RegDir)
 	if err := k.Start(); err != nil {
 		return err
 	}
-	obs := harness.NewObserver(k, tl, root)
+	obs := harness.NewObserver(k, out.tl, root)
 	if err := obs.Start(); err != nil {
 		return err
 	}
@@ -112,23 +86,62 @@ func run(root string, asJSON bool, klogPath string) error {
 	obs.Stop()
 	k.Stop()
 
-	sum := summarize(tl, end)
+	sum := summarize(out.tl, end)
 	sum.Kubelet = k.Version()
 	sum.Calls, sum.FailedCalls, sum.FirstFailure, sum.LastFailure = k.counts()
-	if asJSON {
-		emit(sum)
-		return nil
+	out.summary(sum)
+	return nil
+}
+
+// output prints the timeline and the summary, as text or as JSON lines.
+type output struct {
+	asJSON bool
+	tl     *harness.Timeline
+	mu     sync.Mutex // one line at a time on stdout
+}
+
+func (o *output) emit(v any) {
+	b, _ := json.Marshal(v)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fmt.Println(string(b))
+}
+
+func (o *output) event(e harness.Event) {
+	if o.asJSON {
+		o.emit(jsonEvent{T: e.At.Sub(o.tl.Start()).Seconds(), At: e.At.Format(time.RFC3339Nano), Kind: string(e.Kind), Text: e.Text})
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fmt.Println(o.tl.Format(e))
+}
+
+func (o *output) call(c harness.HandlerCall) {
+	o.tl.Call(c)
+	if o.asJSON {
+		// The same call once more with its fields, for programs that
+		// follow the registrations (the demo).
+		now := time.Now()
+		o.emit(jsonEvent{T: now.Sub(o.tl.Start()).Seconds(), At: now.Format(time.RFC3339Nano), Kind: "call", Op: string(c.Op),
+			Endpoint: c.Endpoint, Versions: c.Versions, Err: c.Err})
+	}
+}
+
+func (o *output) summary(sum summary) {
+	if o.asJSON {
+		o.emit(sum)
+		return
 	}
 	if sum.FirstRegistered < 0 {
 		fmt.Println("# summary: the driver was never registered")
-		return nil
+		return
 	}
 	fmt.Printf("# summary: first registered at %+.3fs; deregistration gaps after it: %s (total %v)\n",
 		sum.FirstRegistered, formatGaps(sum.DeregGaps), time.Duration(sum.DeregMillis*float64(time.Millisecond)).Round(time.Millisecond))
 	fmt.Printf("# summary: kubelet calls: %d made, %d not served (%s) %s\n", sum.Calls, sum.FailedCalls, formatGaps(sum.UnservedGaps), sum.FirstFailure)
 	fmt.Printf("# summary: %d registrations, %d deregistrations; %d samples of the registration, %d of them more than %v apart; registered at the end: %t\n",
 		sum.Registrations, sum.Deregistrations, sum.RegisteredSamples, sum.LateSamples, harness.MaxSampleSpacing, sum.EndsRegistered)
-	return nil
 }
 
 // jsonEvent is one line of --json output: a timeline event, or (kind
