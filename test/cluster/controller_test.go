@@ -83,6 +83,7 @@ func boundClaims(ctx context.Context, s *suite, ns string) (int, error) {
 	n := 0
 	for _, p := range l.Items {
 		if p.Status.Phase == corev1.ClaimBound {
+			s.boundPV(ns, p.Spec.VolumeName)
 			n++
 		}
 	}

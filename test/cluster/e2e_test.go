@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,6 +65,34 @@ type suite struct {
 	report  *report
 	ontap   *ontap
 	sim     simEndpoint
+	// pvs are the PVs bound to claims of each scenario namespace, for the
+	// report's view of that scenario's ONTAP objects (grouped scenarios
+	// run at once, so the SVM's whole diff mixes theirs).
+	pvsMu sync.Mutex
+	pvs   map[string][]string
+}
+
+// boundPV notes that a claim of namespace ns is bound to pv.
+func (s *suite) boundPV(ns, pv string) {
+	s.pvsMu.Lock()
+	defer s.pvsMu.Unlock()
+	if s.pvs == nil {
+		s.pvs = map[string][]string{}
+	}
+	if pv != "" && !hasString(s.pvs[ns], pv) {
+		s.pvs[ns] = append(s.pvs[ns], pv)
+	}
+}
+
+// ontapVolumesOf are the ONTAP volumes of the PVs bound in namespace ns.
+func (s *suite) ontapVolumesOf(ns string) []string {
+	s.pvsMu.Lock()
+	defer s.pvsMu.Unlock()
+	var out []string
+	for _, pv := range s.pvs[ns] {
+		out = append(out, ontapVolume(pv))
+	}
+	return out
 }
 
 func TestCluster(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 )
 
 // ontap reads the simulator through its ONTAP REST API, as an admin would
@@ -16,6 +18,16 @@ import (
 type ontap struct {
 	http *http.Client // reaches the simulator through the forwarded socket
 	base string       // https://<management LIF>
+	// seen is every listing objects made, so that the report can show
+	// what a scenario's volumes had on ONTAP while it ran.
+	mu   sync.Mutex
+	seen []ontapListing
+}
+
+// ontapListing is the SVM's objects at one time.
+type ontapListing struct {
+	At      time.Time
+	Objects ontapObjects
 }
 
 // get fetches a collection's records with the given fields.
@@ -107,7 +119,47 @@ func (o *ontap) objects(ctx context.Context) (ontapObjects, error) {
 		out = append(out, fmt.Sprintf("export-policy %s %v", name, clients))
 	}
 	sort.Strings(out)
+	o.mu.Lock()
+	o.seen = append(o.seen, ontapListing{At: time.Now(), Objects: out})
+	o.mu.Unlock()
 	return out, nil
+}
+
+// seenDuring is every object naming one of vols in the listings made
+// between from and to, sorted.
+func (o *ontap) seenDuring(from, to time.Time, vols []string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	set := map[string]bool{}
+	for _, l := range o.seen {
+		if l.At.Before(from) || l.At.After(to) {
+			continue
+		}
+		for _, line := range l.Objects.about(vols) {
+			set[line] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for line := range set {
+		out = append(out, line)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// about returns the lines that name one of vols: the volumes, their
+// snapshots, LUNs, LUN maps and export policies.
+func (objs ontapObjects) about(vols []string) ontapObjects {
+	var out ontapObjects
+	for _, l := range objs {
+		for _, v := range vols {
+			if strings.Contains(l, v) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // exportPolicies maps each export policy to its rules' client matches.

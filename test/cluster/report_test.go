@@ -21,7 +21,12 @@ type scenarioResult struct {
 	// OntapBefore and OntapAfter are the SVM's objects at the start and
 	// the end of the scenario.
 	OntapBefore, OntapAfter ontapObjects
-	Problems                []string
+	// OntapVolumes are the ONTAP volumes of the claims the scenario bound
+	// in its namespace, and OntapSeen every object naming one of them in
+	// the listings made while it ran.
+	OntapVolumes []string
+	OntapSeen    []string
+	Problems     []string
 }
 
 // report collects the results and writes them as Markdown (docs/e2e.md
@@ -126,13 +131,14 @@ func writeScenario(b *strings.Builder, res scenarioResult) {
 				g.To.Sub(res.From).Seconds(), g.To.Sub(g.From).Round(time.Millisecond), g.By)
 		}
 	}
+	fmt.Fprintf(b, "\nFailed kubelet volume operations: %s.\n", failedOps(res.Window.Records))
 	if len(res.Problems) > 0 {
 		b.WriteString("\nProblems:\n")
 		for _, p := range res.Problems {
 			fmt.Fprintf(b, "- %s\n", p)
 		}
 	}
-	writeOntap(b, res.OntapBefore, res.OntapAfter)
+	writeOntap(b, res)
 	b.WriteString("\n```text\n")
 	for _, rec := range res.Window.Records {
 		if skipInTimeline(rec) {
@@ -151,21 +157,83 @@ func writeScenario(b *strings.Builder, res scenarioResult) {
 	b.WriteString("```\n")
 }
 
-// writeOntap lists the SVM's objects after the scenario and what changed.
-func writeOntap(b *strings.Builder, before, after ontapObjects) {
-	added, removed := before.diff(after)
-	fmt.Fprintf(b, "\nONTAP objects: %d before, %d after", len(before), len(after))
-	if len(added)+len(removed) == 0 {
-		b.WriteString(", unchanged.\n")
-	} else {
-		b.WriteString("; changed:\n")
-		for _, l := range added {
-			fmt.Fprintf(b, "- \\+ %s\n", l)
-		}
-		for _, l := range removed {
-			fmt.Fprintf(b, "- \\- %s\n", l)
+// writeOntap lists the SVM's objects before and after the scenario and
+// what changed. For a scenario with claims of its own it lists their
+// objects: none before, those seen while it ran, none left after. The
+// whole SVM's diff is shown only for scenarios that run alone: the
+// group's other scenarios and the churn change it at the same time.
+func writeOntap(b *strings.Builder, res scenarioResult) {
+	before, after := res.OntapBefore, res.OntapAfter
+	fmt.Fprintf(b, "\nONTAP objects, whole SVM: %d before, %d after.\n", len(before), len(after))
+	if len(res.OntapVolumes) > 0 {
+		mineBefore, mineAfter := before.about(res.OntapVolumes), after.about(res.OntapVolumes)
+		fmt.Fprintf(b, "Of this scenario's %d volumes: %d objects before, %d after.\n", len(res.OntapVolumes), len(mineBefore), len(mineAfter))
+		writeLines(b, "Left after", mineAfter)
+		writeLines(b, "Seen while it ran", res.OntapSeen)
+		if res.group != "" {
+			return
 		}
 	}
+	added, removed := before.diff(after)
+	if len(added)+len(removed) == 0 {
+		b.WriteString("SVM unchanged.\n")
+		return
+	}
+	var lines []string
+	for _, l := range added {
+		lines = append(lines, "\\+ "+l)
+	}
+	for _, l := range removed {
+		lines = append(lines, "\\- "+l)
+	}
+	writeLines(b, "SVM changed", lines)
+}
+
+// writeLines writes a heading and a list, nothing if the list is empty.
+func writeLines(b *strings.Builder, heading string, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n%s:\n", heading)
+	for _, l := range lines {
+		fmt.Fprintf(b, "- %s\n", l)
+	}
+}
+
+// failedOps counts the failed volume operations of a window by class, per
+// node as kubelet logged them and as Warning events: "none", or e.g.
+// "e2e-node-1 kubelet: 2 endpoint not served; events: 2 endpoint not
+// served".
+func failedOps(records []record) string {
+	counts := map[string]map[failureClass]int{}
+	for _, r := range records {
+		if r.Class == "" {
+			continue
+		}
+		who := "events"
+		if r.Source == "kubelet" {
+			who, _, _ = strings.Cut(r.Text, ":")
+			who += " kubelet"
+		}
+		if counts[who] == nil {
+			counts[who] = map[failureClass]int{}
+		}
+		counts[who][r.Class]++
+	}
+	if len(counts) == 0 {
+		return "none"
+	}
+	var parts []string
+	for who, byClass := range counts {
+		var cs []string
+		for class, n := range byClass {
+			cs = append(cs, fmt.Sprintf("%d %s", n, class))
+		}
+		sort.Strings(cs)
+		parts = append(parts, who+": "+strings.Join(cs, ", "))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
 }
 
 // timelineWidth keeps the report readable; the kubelet's log has the rest.

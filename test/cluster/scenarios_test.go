@@ -235,6 +235,13 @@ func (s *suite) run(ctx context.Context, t *testing.T, sc scenario) {
 	}
 	res := s.judge(ctx, r, to, runErr)
 	res.OntapBefore, res.OntapAfter = before, after
+	if sc.namespace != "" {
+		res.OntapVolumes = s.ontapVolumesOf(sc.namespace)
+		res.OntapSeen = s.ontap.seenDuring(r.from, to, res.OntapVolumes)
+		if left := after.about(res.OntapVolumes); len(left) > 0 {
+			res.Problems = append(res.Problems, fmt.Sprintf("ONTAP objects of the scenario's volumes left after it: %v", left))
+		}
+	}
 	s.report.add(res)
 	for _, p := range res.Problems {
 		t.Error(p)

@@ -94,6 +94,7 @@ func (s *suite) waitBound(ctx context.Context, ns, name string, timeout time.Dur
 	if err != nil {
 		return nil, fmt.Errorf("claim %s/%s: %w", ns, name, err)
 	}
+	s.boundPV(ns, got.Spec.VolumeName)
 	return got, nil
 }
 
@@ -112,14 +113,28 @@ func (s *suite) deleteClaims(ctx context.Context, ns string, names ...string) er
 			return err
 		}
 	}
-	return pollUntil(ctx, bindTimeout, func() (bool, string, error) {
+	if err := pollUntil(ctx, bindTimeout, func() (bool, string, error) {
 		for _, pv := range pvs {
 			if _, err := c.CoreV1().PersistentVolumes().Get(ctx, pv, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				return false, "PV " + pv + " still there", nil
 			}
 		}
 		return true, "", nil
-	})
+	}); err != nil {
+		return err
+	}
+	// The provisioner deletes a PV only after DeleteVolume succeeded: the
+	// volume, its LUN and export policy must be gone from ONTAP by now.
+	objs, err := s.ontap.objects(ctx)
+	if err != nil {
+		return err
+	}
+	for _, pv := range pvs {
+		if left := objs.with(ontapVolume(pv)); len(left) > 0 {
+			return fmt.Errorf("PV %s deleted, but ONTAP still has %v", pv, left)
+		}
+	}
+	return nil
 }
 
 // ontapVolume is the FlexVol ontap-csi names after a PV (Trident's naming:
