@@ -55,12 +55,19 @@ e2e: build tools
 # simulator's kernel data plane (LIO, nfsd) and no shims (docs/vm.md). The
 # image is built once and cached next to the e2e cache (minutes the first
 # time). The binaries run in the VM, so they are static.
+# One boot runs every guest suite: the guest tests, csi-sanity for nas and
+# san, the e2e suite, its crash tests and the kernel faults
+# (test/vm/guest_test.go).
 VM_BIN := bin/vm
 vm: build
 	mkdir -p $(VM_BIN)
-	cp bin/ontap-csi bin/ontap-sim $(VM_BIN)/
+	cp bin/ontap-csi $(VM_BIN)/
+	CGO_ENABLED=0 $(GO) build -trimpath -tags crashpoints -o $(VM_BIN)/ontap-csi-crashpoints ./cmd/ontap-csi
 	CGO_ENABLED=0 $(GO) test -c -o $(VM_BIN)/guest.test ./test/vm/guest
-	ONTAP_CSI_VM=1 ONTAP_CSI_VM_BIN=$(CURDIR)/$(VM_BIN) $(GO) test -count=1 -v -timeout 40m ./test/vm/
+	CGO_ENABLED=0 $(GO) test -c -o $(VM_BIN)/e2e.test ./test/e2e
+	CGO_ENABLED=0 $(GO) test -c -o $(VM_BIN)/sanity-nas.test ./test/sanity/nas
+	CGO_ENABLED=0 $(GO) test -c -o $(VM_BIN)/sanity-san.test ./test/sanity/san
+	ONTAP_CSI_VM=1 ONTAP_CSI_VM_BIN=$(CURDIR)/$(VM_BIN) $(GO) test -count=1 -v -timeout 80m ./test/vm/
 
 # kustomize and Helm, pinned in deploy/tools/go.mod, built once per Go build
 # cache; built before the tests so their cold build does not eat a test's timeout.

@@ -148,7 +148,27 @@ func TestNodeDaemonSet(t *testing.T) {
 
 func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 	pod := &ds.Spec.Template.Spec
+	checkNodeRollout(t, ds)
+	c := nodeContainer(t, pod)
+	args := checkNodeEnvAndArgs(t, c, kubeletDir)
+	checkNodeGrace(t, pod, args)
+	want := nodeHostMounts(kubeletDir)
+	checkNodeMounts(t, pod, c, want)
 
+	// The flags point into those mounts.
+	if ep := argValue(t, args, "--csi_endpoint"); path.Dir(strings.TrimPrefix(ep, "unix://")) != want["plugin-dir"].mountPath {
+		t.Errorf("--csi_endpoint=%s is not in the plugin dir %s", ep, want["plugin-dir"].mountPath)
+	}
+	if hr := argValue(t, args, "--host-root"); hr != want["host-dir"].mountPath {
+		t.Errorf("--host-root=%s, want the host root mount %s", hr, want["host-dir"].mountPath)
+	}
+	checkProbes(t, c, args, true)
+}
+
+// checkNodeRollout checks what lets a new node pod overlap the old one on
+// the node during an update, and the pod's place on the host.
+func checkNodeRollout(t *testing.T, ds *appsv1.DaemonSet) {
+	pod := &ds.Spec.Template.Spec
 	// Surge: the new pod starts, registers and turns Ready before the old
 	// one is stopped (docs/design/registration.md §5, S1).
 	us := ds.Spec.UpdateStrategy
@@ -169,8 +189,11 @@ func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 	if !pod.HostNetwork {
 		t.Error("hostNetwork is off: NFS mounts and iscsid need the host's network namespace")
 	}
+}
 
-	// Exactly one container: ours. No registrar, no livenessprobe sidecar.
+// nodeContainer returns the node pod's only container: ours. No registrar,
+// no livenessprobe sidecar.
+func nodeContainer(t *testing.T, pod *corev1.PodSpec) *corev1.Container {
 	if len(pod.Containers) != 1 || pod.Containers[0].Name != mainContainer || len(pod.InitContainers) != 0 {
 		t.Fatalf("node pod containers: %v, init %v; want only %q", containerNames(pod.Containers), containerNames(pod.InitContainers), mainContainer)
 	}
@@ -178,6 +201,13 @@ func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 	if len(c.Ports) != 0 {
 		t.Errorf("ports %v: with hostNetwork they become hostPorts and keep the surge pod off the node", c.Ports)
 	}
+	return c
+}
+
+// checkNodeEnvAndArgs checks the container's environment as a pod on
+// node-1 resolves it, and its role and kubelet flags; it returns the
+// arguments with the environment expanded.
+func checkNodeEnvAndArgs(t *testing.T, c *corev1.Container, kubeletDir string) []string {
 	env := resolveEnv(t, c.Env, fakePod{nodeName: "node-1", podName: "ontap-csi-node-x1", podUID: "uid-1"})
 	for name, want := range map[string]string{
 		"KUBE_NODE_NAME": "node-1", "POD_NAME": "ontap-csi-node-x1", "POD_UID": "uid-1", "KUBELET_DIR": kubeletDir,
@@ -193,9 +223,13 @@ func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 	if got := argValue(t, args, "--kubelet-dir"); got != kubeletDir {
 		t.Errorf("--kubelet-dir=%s, want %s", got, kubeletDir)
 	}
+	return args
+}
 
-	// Grace: SIGTERM → wait up to --handover-grace for a successor → drain
-	// → exit, all before kubelet's SIGKILL.
+// checkNodeGrace checks the pod's termination grace: SIGTERM → wait up to
+// --handover-grace for a successor → drain → exit, all before kubelet's
+// SIGKILL.
+func checkNodeGrace(t *testing.T, pod *corev1.PodSpec, args []string) {
 	grace, err := time.ParseDuration(argValue(t, args, "--handover-grace"))
 	if err != nil {
 		t.Fatal(err)
@@ -204,16 +238,21 @@ func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 		time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second <= grace+drainTimeout {
 		t.Errorf("terminationGracePeriodSeconds %v must exceed --handover-grace %s + drain %s", pod.TerminationGracePeriodSeconds, grace, drainTimeout)
 	}
+}
 
-	// Host paths and propagation: Trident 26.06's (docs/design/trident-compat.md §2.2),
-	// with plugins_registry mounted at its host path for --registration-dir.
-	type vol struct {
-		hostPath, mountPath string
-		typ                 corev1.HostPathType
-		prop                corev1.MountPropagationMode
-	}
+// hostMount is a hostPath volume as the node container mounts it.
+type hostMount struct {
+	hostPath, mountPath string
+	typ                 corev1.HostPathType
+	prop                corev1.MountPropagationMode
+}
+
+// nodeHostMounts are Trident 26.06's host paths and propagation
+// (docs/design/trident-compat.md §2.2), with plugins_registry mounted at its
+// host path for --registration-dir.
+func nodeHostMounts(kubeletDir string) map[string]hostMount {
 	k := kubeletDir
-	want := map[string]vol{
+	return map[string]hostMount{
 		"plugin-dir":        {k + "/plugins/" + driverName, "/plugin", corev1.HostPathDirectoryOrCreate, corev1.MountPropagationNone},
 		"registration-dir":  {k + "/plugins_registry", k + "/plugins_registry", corev1.HostPathDirectory, corev1.MountPropagationNone},
 		"plugins-mount-dir": {k + "/plugins", k + "/plugins", corev1.HostPathDirectoryOrCreate, corev1.MountPropagationBidirectional},
@@ -223,6 +262,12 @@ func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 		"host-dir":          {"/", "/host", corev1.HostPathDirectory, corev1.MountPropagationBidirectional},
 		"tracking-dir":      {"/var/lib/trident/tracking", "/var/lib/trident/tracking", corev1.HostPathDirectoryOrCreate, corev1.MountPropagationBidirectional},
 	}
+}
+
+// checkNodeMounts checks that c mounts exactly the want host paths (plus
+// Trident's client certificates), and is privileged for the Bidirectional
+// ones.
+func checkNodeMounts(t *testing.T, pod *corev1.PodSpec, c *corev1.Container, want map[string]hostMount) {
 	volumes := map[string]*corev1.Volume{}
 	for i := range pod.Volumes {
 		volumes[pod.Volumes[i].Name] = &pod.Volumes[i]
@@ -251,7 +296,7 @@ func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 		if v.HostPath.Type != nil {
 			typ = *v.HostPath.Type
 		}
-		got := vol{path.Clean(v.HostPath.Path), m.MountPath, typ, prop}
+		got := hostMount{path.Clean(v.HostPath.Path), m.MountPath, typ, prop}
 		if got != w {
 			t.Errorf("volume %s: %+v, want %+v", m.Name, got, w)
 		}
@@ -264,15 +309,6 @@ func checkNodeDaemonSet(t *testing.T, ds *appsv1.DaemonSet, kubeletDir string) {
 	if prop := c.SecurityContext; prop == nil || prop.Privileged == nil || !*prop.Privileged {
 		t.Error("Bidirectional propagation needs a privileged container")
 	}
-
-	// The flags point into those mounts.
-	if ep := argValue(t, args, "--csi_endpoint"); path.Dir(strings.TrimPrefix(ep, "unix://")) != want["plugin-dir"].mountPath {
-		t.Errorf("--csi_endpoint=%s is not in the plugin dir %s", ep, want["plugin-dir"].mountPath)
-	}
-	if hr := argValue(t, args, "--host-root"); hr != want["host-dir"].mountPath {
-		t.Errorf("--host-root=%s, want the host root mount %s", hr, want["host-dir"].mountPath)
-	}
-	checkProbes(t, c, args, true)
 }
 
 // Liveness on /healthz and readiness on /readyz, both served by

@@ -183,6 +183,8 @@ type fakeInitiator struct {
 	attach  int
 	detach  int
 	fail    map[string]error // method -> its scripted failure
+	// onRelease, if set, runs on ReleaseDeadMaps.
+	onRelease func(iscsi.Target)
 }
 
 func newFakeInitiator(t *testing.T) *fakeInitiator {
@@ -218,6 +220,16 @@ func (f *fakeInitiator) Detach(_ context.Context, t iscsi.Target) error {
 		return err
 	}
 	delete(f.devices, t.Serial)
+	return nil
+}
+
+func (f *fakeInitiator) ReleaseDeadMaps(_ context.Context, t iscsi.Target) error {
+	f.mu.Lock()
+	onRelease := f.onRelease
+	f.mu.Unlock()
+	if onRelease != nil {
+		onRelease(t)
+	}
 	return nil
 }
 

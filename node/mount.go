@@ -182,7 +182,7 @@ const hungTimeout = 5 * time.Second
 func (m *mounter) corrupted(ctx context.Context, path string) bool {
 	ctx, cancel := context.WithTimeout(ctx, hungTimeout)
 	defer cancel()
-	err := statWithContext(ctx, func() error {
+	err := statWithContext(ctx, m.seen(path), func() error {
 		_, err := os.Stat(m.seen(path))
 		return err
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
+	"github.com/ontap-csi/ontap-csi/node/iscsi"
 	"github.com/ontap-csi/ontap-csi/node/tracking"
 	"github.com/ontap-csi/ontap-csi/node/volumelock"
 )
@@ -49,6 +50,28 @@ func (ts *testService) stageISCSI(t *testing.T, vol, fs string) string {
 		t.Fatalf("stage: %v", err)
 	}
 	return staging
+}
+
+// TestUnstageReleasesDeadMapsBeforeTheUnmount: the unmount of a staged
+// LUN writes, and waits for ever on a map that queues I/O with no path
+// (a LUN unmapped on ONTAP): the initiator gets to release such maps while
+// the file system is still mounted, then the unmount and the detach run.
+func TestUnstageReleasesDeadMapsBeforeTheUnmount(t *testing.T) {
+	ts := newTestService(t)
+	staging := ts.stageISCSI(t, "pvc-1", "ext4")
+	var released []string
+	ts.ini.onRelease = func(tgt iscsi.Target) {
+		if ts.host.mountedAt(staging) == nil {
+			t.Error("ReleaseDeadMaps ran after the unmount")
+		}
+		released = append(released, tgt.Serial)
+	}
+	if _, err := ts.NodeUnstageVolume(context.Background(), &csi.NodeUnstageVolumeRequest{VolumeId: "pvc-1", StagingTargetPath: staging}); err != nil {
+		t.Fatal(err)
+	}
+	if len(released) != 1 || released[0] != "serial-pvc-1" || ts.ini.detach != 1 || ts.host.mountedAt(staging) != nil {
+		t.Fatalf("released %v, %d detaches, staging mounted: %v", released, ts.ini.detach, ts.host.mountedAt(staging) != nil)
+	}
 }
 
 func TestStageISCSIFormatsOnceAndIsIdempotent(t *testing.T) {

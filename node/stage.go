@@ -348,6 +348,13 @@ func (s *Service) unstage(ctx context.Context, volumeID string, staging requestP
 	if _, err := s.checkMounts(ctx, o, staging, trustPath); err != nil {
 		return err
 	}
+	if info != nil && info.Protocol() == tracking.ProtocolBlock {
+		// The unmount writes: to a LUN whose every path is gone (unmapped on
+		// ONTAP) it would wait for ever, queued by dm-multipath.
+		if err := s.iscsi.ReleaseDeadMaps(ctx, iscsiTarget(&info.PublishInfo)); err != nil {
+			return fmt.Errorf("release the LUN's multipath map before the unmount: %w", err)
+		}
+	}
 	if err := s.unmountStaging(ctx, staging); err != nil {
 		return err
 	}

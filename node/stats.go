@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/sirupsen/logrus"
@@ -53,13 +54,19 @@ func (s *Service) stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest)
 
 	// Where the mount shows in this process (see mounter.seen).
 	at := s.mounter.seen(real)
+	// Bounded by hungTimeout, not the CO's deadline: over a hung NFS
+	// server stat blocks for ever, and an answer sent when kubelet's own
+	// deadline ends never reaches it, abnormal condition and all
+	// (docs/design/architecture.md §7.4).
+	sctx, cancel := context.WithTimeout(ctx, hungTimeout)
+	defer cancel()
 	var st unix.Stat_t
-	err = statWithContext(ctx, func() error { return unix.Stat(at, &st) })
+	err = statWithContext(sctx, at, func() error { return unix.Stat(at, &st) })
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return nil, notFound("volume path %s does not exist", req.GetVolumePath())
 	case mount.IsCorruptedMnt(err), errors.Is(err, context.DeadlineExceeded):
-		return abnormal("the mount at %s is not accessible (%v); the storage may be unreachable", req.GetVolumePath(), err), nil
+		return inaccessible(req.GetVolumePath(), err), nil
 	case err != nil:
 		return nil, internal("stat %s: %v", req.GetVolumePath(), err)
 	}
@@ -76,9 +83,9 @@ func (s *Service) stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest)
 		}, nil
 	}
 	var fs unix.Statfs_t
-	if err := statWithContext(ctx, func() error { return unix.Statfs(at, &fs) }); err != nil {
+	if err := statWithContext(sctx, at, func() error { return unix.Statfs(at, &fs) }); err != nil {
 		if mount.IsCorruptedMnt(err) || errors.Is(err, context.DeadlineExceeded) {
-			return abnormal("the file system at %s is not accessible (%v)", req.GetVolumePath(), err), nil
+			return inaccessible(req.GetVolumePath(), err), nil
 		}
 		return nil, internal("statfs %s: %v", req.GetVolumePath(), err)
 	}
@@ -100,6 +107,15 @@ func (s *Service) stats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest)
 		},
 		VolumeCondition: cond,
 	}, nil
+}
+
+// inaccessible is the condition of a volume whose stat failed as a
+// corrupted mount does, or did not return in time.
+func inaccessible(path string, err error) *csi.NodeGetVolumeStatsResponse {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return abnormal("the file system at %s does not answer (no reply within %s): the NFS server or the LUN may be unreachable", path, hungTimeout)
+	}
+	return abnormal("the mount at %s is not accessible (%v); the storage may be unreachable", path, err)
 }
 
 func abnormal(format string, args ...any) *csi.NodeGetVolumeStatsResponse {
@@ -136,18 +152,36 @@ func (s *Service) condition(ctx context.Context, info *tracking.Info, path strin
 	return &csi.VolumeCondition{Message: "volume is healthy"}
 }
 
-// statWithContext runs a stat-like call that a hung NFS server can block in
-// the kernel; the call returns when ctx ends, leaving the syscall behind.
-func statWithContext(ctx context.Context, f func() error) error {
+// statWithContext runs a stat-like call of path that a hung NFS server
+// can block in the kernel; the call returns when ctx ends, leaving the
+// syscall behind. While one is left behind, further calls for the same
+// path fail at once instead of leaving a thread each (kubelet polls the
+// stats of every volume every minute).
+func statWithContext(ctx context.Context, path string, f func() error) error {
+	if _, blocked := hungStats.Load(path); blocked {
+		return errStillHung
+	}
 	done := make(chan error, 1)
 	go func() { done <- f() }()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
+		hungStats.Store(path, true)
+		go func() {
+			<-done
+			hungStats.Delete(path)
+		}()
 		return ctx.Err()
 	}
 }
+
+// hungStats holds the paths with a stat still blocked in the kernel.
+var hungStats sync.Map
+
+// errStillHung is a stat not even tried: an earlier one of the same path
+// has not returned. It reads as a timed-out one.
+var errStillHung = fmt.Errorf("an earlier stat of this path is still blocked: %w", context.DeadlineExceeded)
 
 func blockDeviceSize(path string) (int64, error) {
 	f, err := os.Open(path)

@@ -355,11 +355,11 @@ func (c *Client) waitForMap(ctx context.Context, t Target, paths []pathDev) (*De
 				return c.finishMap(wctx, t, maps[0], paths)
 			}
 		}
-		if err := sleep(wctx, pollInterval); err != nil {
+		if sleep(wctx, pollInterval) != nil {
 			if !seen.IsZero() && ctx.Err() == nil {
 				return c.finishMap(ctx, t, last, paths)
 			}
-			return nil, fmt.Errorf("multipathd built no map for LUN %q within %s (it needs find_multipaths \"no\" or the WWID whitelisted): %w", t.Serial, c.timeout, err)
+			return nil, fmt.Errorf("multipathd built no map for LUN %q within %s (it needs find_multipaths \"no\" or the WWID whitelisted): %w", t.Serial, c.timeout, waitEnded(ctx))
 		}
 	}
 }

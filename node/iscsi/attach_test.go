@@ -272,6 +272,42 @@ func TestAttachMultipathRequiredWithoutDaemon(t *testing.T) {
 	}
 }
 
+// TestAttachWithoutMapIsNoDeadline: multipathd running but building no
+// map (a real kernel whose multipath.conf ignores the LUN) fails the
+// attach after the device timeout with an error that is not the caller's
+// deadline, which the node would report as DeadlineExceeded; the caller's
+// own deadline still is one.
+func TestAttachWithoutMapIsNoDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // of the caller; 0: none
+		want     error
+	}{
+		{"device timeout", 0, errWaitTimedOut},
+		{"caller's deadline", 300 * time.Millisecond, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSys(t)
+			ex := loginExec(f, nil)
+			f.kernel(t, []int{1, 2}, testSerial)
+			c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeviceTimeout: time.Second, Multipath: MultipathRequired})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+				defer cancel()
+			}
+			_, err = c.Attach(ctx, testTarget("10.0.0.1", "10.0.0.2"))
+			if !errors.Is(err, tc.want) || (tc.want == errWaitTimedOut && errors.Is(err, context.DeadlineExceeded)) {
+				t.Fatalf("Attach without a map: %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestFindRefusesAForeignMap(t *testing.T) {
 	f := newFakeSys(t)
 	f.session(1)

@@ -105,6 +105,10 @@ type Config struct {
 	// rescanned size. Default 20 s, like Trident's attach retry.
 	DeviceTimeout time.Duration
 	Multipath     MultipathMode
+	// DeadPathGrace is how long, at an unstage, all paths of a LUN's
+	// multipath map may stay failed before it stops queueing I/O
+	// (ReleaseDeadMaps); default 30 s.
+	DeadPathGrace time.Duration
 }
 
 const defaultDeviceTimeout = 20 * time.Second
@@ -119,6 +123,8 @@ type Client struct {
 	timeout time.Duration
 	mode    MultipathMode
 	locks   *volumelock.Locker
+	// deadPathGrace: see Config.DeadPathGrace.
+	deadPathGrace time.Duration
 }
 
 // New returns a Client for cfg.
@@ -143,6 +149,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.timeout <= 0 {
 		c.timeout = defaultDeviceTimeout
+	}
+	if c.deadPathGrace = cfg.DeadPathGrace; c.deadPathGrace <= 0 {
+		c.deadPathGrace = defaultDeadPathGrace
 	}
 	return c, nil
 }
@@ -261,6 +270,22 @@ func (c *Client) writeAttr(path, value string) error {
 // pollInterval paces every wait on sysfs. The kernel usually answers within
 // a few milliseconds of the triggering write.
 const pollInterval = 20 * time.Millisecond
+
+// errWaitTimedOut ends a wait for the kernel that ran out of the Client's
+// DeviceTimeout.
+var errWaitTimedOut = errors.New("timed out")
+
+// waitEnded is why a wait for the kernel ended unsuccessfully: the
+// caller's context error when that ended (the CO's deadline or a cancel),
+// else errWaitTimedOut. The device timeout is not the CO's deadline and
+// must not read as one: DeadlineExceeded tells kubelet that the call may
+// still be running (docs/design/architecture.md §7.1).
+func waitEnded(caller context.Context) error {
+	if err := caller.Err(); err != nil {
+		return err
+	}
+	return errWaitTimedOut
+}
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

@@ -17,30 +17,19 @@ import (
 // not attached succeeds, and still logs out of idle sessions, so an unstage
 // after a failed stage cleans up what the stage left.
 func (c *Client) Detach(ctx context.Context, t Target) error {
-	t, err := t.normalized()
+	// Maps first (unstage order: unmount, flush map, remove paths, log
+	// out): a path cannot be deleted from under a live map cleanly. Maps
+	// found by serial and WWID as well, so one left without paths goes too.
+	t, paths, maps, err := c.lunDevices(ctx, t)
 	if err != nil {
 		return err
 	}
 	log := t.log(ctx)
-	paths, err := c.locate(ctx, t)
-	if err != nil {
-		return err
-	}
-
-	// Maps first (unstage order: unmount, flush map, remove paths, log
-	// out): a path cannot be deleted from under a live map cleanly. Maps
-	// found by WWID as well, so one left without paths goes too.
-	maps, err := c.pathMaps(paths)
-	if err != nil {
-		return err
-	}
-	ghosts, err := c.mapsBySerial(t.Serial)
-	if err != nil {
-		return err
-	}
-	for _, g := range ghosts {
-		if !containsMap(maps, g) {
-			maps = append(maps, g)
+	// A flush of a map that queues I/O with no path left waits for ever.
+	// The caller gave the paths their grace (ReleaseDeadMaps).
+	if mp, err := c.multipathActive(ctx); err == nil && mp && len(maps) > 0 {
+		if err := c.releaseDead(ctx, t, maps, 0); err != nil {
+			return err
 		}
 	}
 	for _, m := range maps {
@@ -80,6 +69,39 @@ func (c *Client) Detach(ctx context.Context, t Target) error {
 		log.WithFields(logrus.Fields{"paths": len(paths), "maps": len(maps)}).Info("detached iSCSI LUN")
 	}
 	return c.logoutIdle(ctx, t.IQN)
+}
+
+// lunDevices validates t and finds the LUN's paths and multipath maps.
+func (c *Client) lunDevices(ctx context.Context, t Target) (Target, []pathDev, []dmMap, error) {
+	t, err := t.normalized()
+	if err != nil {
+		return t, nil, nil, err
+	}
+	paths, err := c.locate(ctx, t)
+	if err != nil {
+		return t, nil, nil, err
+	}
+	maps, err := c.lunMaps(t, paths)
+	return t, paths, maps, err
+}
+
+// lunMaps are the LUN's multipath maps: those holding its paths, and
+// those found by serial or WWID (mapsBySerial).
+func (c *Client) lunMaps(t Target, paths []pathDev) ([]dmMap, error) {
+	maps, err := c.pathMaps(paths)
+	if err != nil {
+		return nil, err
+	}
+	ghosts, err := c.mapsBySerial(t.Serial, paths)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range ghosts {
+		if !containsMap(maps, g) {
+			maps = append(maps, g)
+		}
+	}
+	return maps, nil
 }
 
 func containsMap(ms []dmMap, m dmMap) bool {

@@ -102,14 +102,7 @@ func TestDetachFlushesMapsIncludingGhosts(t *testing.T) {
 		case strings.Join(argv, " ") == "iscsiadm -m session":
 			return sessionLines(1), nil
 		case argv[0] == "multipath" && argv[1] == "-f":
-			for _, n := range []string{"dm-1", "dm-9"} {
-				if b, _ := os.ReadFile(filepath.Join(f.sys, "block", n, "dm", "name")); strings.TrimSpace(string(b)) == argv[2] {
-					os.RemoveAll(filepath.Join(f.sys, "devices", "virtual", "block", n))
-					os.Remove(filepath.Join(f.sys, "block", n))
-					os.Remove(filepath.Join(f.sys, "block", "sdb", "holders", n))
-					break
-				}
-			}
+			f.flushMapNamed(argv[2], []string{"dm-1", "dm-9"}, "sdb")
 		case argv[0] == "iscsiadm" && argv[len(argv)-1] == "-u":
 			os.RemoveAll(f.sessionDir(1))
 		}
@@ -204,5 +197,47 @@ func TestResizeAndFindNotAttached(t *testing.T) {
 	}
 	if dev, err := c.Find(context.Background(), testTarget()); dev != nil || err != nil {
 		t.Fatalf("Find: %+v, %v; want no device and no error", dev, err)
+	}
+}
+
+// TestDetachFindsMapsOfAnyWWIDForm: besides a map holding a located path,
+// Detach flushes the LUN's maps found otherwise, on any WWID form (here
+// LIO's, 36001405…): one with a path of the LUN's serial that locate does
+// not see (on a session to another target), and one without paths named
+// by the WWID of a located path. Another LUN's map stays.
+func TestDetachFindsMapsOfAnyWWIDForm(t *testing.T) {
+	f := newFakeSys(t)
+	f.session(1)
+	f.device(1, 3, "sdb", testSerial, 1<<30)
+	f.write(filepath.Join(f.deviceDir(1, 3), "wwid"), "naa.60014058abcdef0000000000000000\n")
+	f.session(2) // to another target: not the LUN's session
+	f.device(2, 7, "sdx", testSerial, 1<<30)
+	f.device(2, 8, "sdy", otherSer, 1<<30)
+	f.mpathMap("dm-1", "mpath-36001405aaaa0000000000000000000", 1<<30, "sdx")
+	f.mpathMap("dm-2", "mpath-360014058abcdef0000000000000000", 1<<30)
+	f.mpathMap("dm-3", "mpath-36001405bbbb0000000000000000000", 1<<30, "sdy")
+	f.kernel(t, []int{1}, testSerial)
+	ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+		switch cmd := strings.Join(argv, " "); {
+		case cmd == "iscsiadm -m session":
+			return append(sessionLines(1), []byte("tcp: [2] 10.0.0.9:3260,1 iqn.2003-01.org.linux-iscsi.other:t (non-flash)\n")...), nil
+		case argv[0] == "multipath" && argv[1] == "-f":
+			f.flushMapNamed(argv[2], []string{"dm-1", "dm-2", "dm-3"}, "sdx", "sdy")
+		case argv[0] == "iscsiadm" && argv[len(argv)-1] == "-u":
+			os.RemoveAll(f.sessionDir(1))
+		}
+		return nil, nil
+	}}
+	c := newTestClient(t, f, ex, MultipathAuto)
+	if err := c.Detach(context.Background(), testTarget()); err != nil {
+		t.Fatalf("%v\n%s", err, ex.log())
+	}
+	for _, m := range []string{"36001405aaaa0000000000000000000", "360014058abcdef0000000000000000"} {
+		if ex.called("multipath -f "+m) != 1 {
+			t.Errorf("the LUN's map %s was not flushed\n%s", m, ex.log())
+		}
+	}
+	if ex.called("multipath -f 36001405bbbb0000000000000000000") != 0 {
+		t.Error("flushed another LUN's map")
 	}
 }

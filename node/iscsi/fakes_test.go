@@ -174,6 +174,26 @@ func (f *fakeSys) mpathMap(name, uuid string, size int64, paths ...string) {
 	}
 }
 
+// removeMap is a flushed map: gone from sysfs and its paths' holders.
+func (f *fakeSys) removeMap(name string, paths ...string) {
+	os.RemoveAll(filepath.Join(f.sys, "devices", "virtual", "block", name))
+	os.Remove(filepath.Join(f.sys, "block", name))
+	for _, p := range paths {
+		os.Remove(filepath.Join(f.sys, "block", p, "holders", name))
+	}
+}
+
+// flushMapNamed is "multipath -f <mapName>": the one of maps with that
+// name goes, as removeMap.
+func (f *fakeSys) flushMapNamed(mapName string, maps []string, paths ...string) {
+	for _, n := range maps {
+		if b, _ := os.ReadFile(filepath.Join(f.sys, "block", n, "dm", "name")); strings.TrimSpace(string(b)) == mapName {
+			f.removeMap(n, paths...)
+			return
+		}
+	}
+}
+
 // fakeKernel answers scan and delete writes: a scan creates the next device
 // of serials for that session (the last one repeats), a delete removes it.
 type fakeKernel struct {

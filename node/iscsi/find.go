@@ -149,14 +149,14 @@ func (c *Client) device(t Target, paths []pathDev) (*Device, error) {
 
 // waitGone waits until a sysfs entry disappears.
 func (c *Client) waitGone(ctx context.Context, path string) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	wctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	for {
 		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
-		if err := sleep(ctx, pollInterval); err != nil {
-			return fmt.Errorf("%s still present after %s: %w", path, c.timeout, err)
+		if sleep(wctx, pollInterval) != nil {
+			return fmt.Errorf("%s still present after %s: %w", path, c.timeout, waitEnded(ctx))
 		}
 	}
 }

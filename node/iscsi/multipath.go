@@ -87,21 +87,68 @@ func (c *Client) pathMaps(paths []pathDev) ([]dmMap, error) {
 	return maps, nil
 }
 
-// mapsBySerial finds multipath maps of a LUN by their WWID even when no path
-// is left under them ("ghost" maps, Trident #812).
-func (c *Client) mapsBySerial(serial string) ([]dmMap, error) {
+// mapsBySerial finds the multipath maps of a LUN that its located paths
+// do not lead to ("ghost" maps, Trident #812: a map left after its paths
+// went, or holding paths on a session or at an address no longer looked
+// at). A map is the LUN's when its WWID is ONTAP's form of the serial, when
+// one of its own paths (slaves) has the serial on VPD page 0x80, or when
+// its WWID is that of one of the LUN's located paths: the last two hold
+// for any WWID form, LIO's too (docs/design/architecture.md §7.2).
+func (c *Client) mapsBySerial(serial string, paths []pathDev) ([]dmMap, error) {
 	uuids, err := filepath.Glob(filepath.Join(c.sysRoot, "block", "*", "dm", "uuid"))
 	if err != nil {
 		return nil, err
 	}
+	pathWWIDs := map[string]bool{}
+	for _, p := range paths {
+		if w := c.devWWID(p.dev.name); w != "" {
+			pathWWIDs["mpath-"+w] = true
+		}
+	}
 	var maps []dmMap
 	for _, u := range uuids {
 		name := filepath.Base(filepath.Dir(filepath.Dir(u)))
-		if m, ok := c.readMap(name); ok && uuidHasSerial(m.uuid, serial) {
+		m, ok := c.readMap(name)
+		if ok && (uuidHasSerial(m.uuid, serial) || pathWWIDs[strings.ToLower(m.uuid)] || c.slaveHasSerial(m, serial)) {
 			maps = append(maps, m)
 		}
 	}
 	return maps, nil
+}
+
+// slaveHasSerial reports whether a path of map m is the LUN with serial.
+func (c *Client) slaveHasSerial(m dmMap, serial string) bool {
+	slaves, _ := readDirNames(filepath.Join(c.sysRoot, "block", m.name, "slaves"))
+	for _, s := range slaves {
+		if !validBlockName(s) {
+			continue
+		}
+		b, err := readAttr(filepath.Join(c.sysRoot, "block", s, "device", "vpd_pg80"))
+		if err != nil {
+			continue
+		}
+		if got, err := parseVPDPage80(b); err == nil && got == serial {
+			return true
+		}
+	}
+	return false
+}
+
+// devWWID is the WWID multipathd names a SCSI disk's map by, from the
+// kernel's "naa.<hex>" (VPD page 0x83): "3<hex>"; "" for other forms.
+func (c *Client) devWWID(name string) string {
+	if !validBlockName(name) {
+		return ""
+	}
+	b, err := readAttr(filepath.Join(c.sysRoot, "block", name, "device", "wwid"))
+	if err != nil {
+		return ""
+	}
+	naa, ok := strings.CutPrefix(strings.ToLower(strings.TrimSpace(string(b))), "naa.")
+	if !ok || naa == "" || strings.Trim(naa, "0123456789abcdef") != "" {
+		return ""
+	}
+	return "3" + naa
 }
 
 // netappMapPrefix starts the uuid of a map of an ONTAP LUN: its WWID is

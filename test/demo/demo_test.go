@@ -29,7 +29,6 @@ import (
 	"github.com/ontap-csi/ontap-csi/registration"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
-	"github.com/ontap-csi/ontap-csi/test/shims/iscsi/shimtest"
 )
 
 const (
@@ -147,7 +146,7 @@ type ours struct {
 	r        *run
 	roots    plugintest.Roots
 	sim      *plugintest.Sim
-	iscsi    *shimtest.Env
+	iscsi    *plugintest.ISCSI
 	ctrl     *plugintest.Plugin
 	endpoint string // E: what kubelet dials (I3)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,60 +35,15 @@ func TestMaliciousRequests(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// Decoys: a directory outside the kubelet dir and symlinks into it.
-	outside := filepath.Join(r.Root, "outside")
-	if err := os.MkdirAll(filepath.Join(outside, "etc"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	podDir := filepath.Join(r.KubeletDir, "pods", "pod-evil", "volumes", "kubernetes.io~csi")
-	if err := os.MkdirAll(podDir, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(podDir, "escape")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("/", filepath.Join(podDir, "root")); err != nil {
-		t.Fatal(err)
-	}
-	target := filepath.Join(podDir, "pvc-good", "mount")
-	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
-		t.Fatal(err)
-	}
-
+	outside, podDir, target := r.decoys(t)
 	longID := strings.Repeat("a", 200)
 	longPath := r.KubeletDir + "/pods/" + strings.Repeat("x/", 2500)
-	ctxWith := func(kv ...string) map[string]string {
-		m := map[string]string{}
-		for k, v := range vol.context {
-			m[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			if kv[i+1] == "" {
-				delete(m, kv[i])
-			} else {
-				m[kv[i]] = kv[i+1]
-			}
-		}
-		return m
-	}
+	ctxWith := func(kv ...string) map[string]string { return withKeys(vol.context, kv...) }
 	iscsiCtx := map[string]string{
 		"protocol": "block", "iscsiTargetIqn": "iqn.1992-08.com.netapp:sn.1:vs.2", "iscsiLunNumber": "0",
 		"iscsiTargetPortalCount": "1", "p1": "127.0.0.11", "iscsiLunSerial": "abc", "useCHAP": "false",
 	}
-	iscsiWith := func(kv ...string) map[string]string {
-		m := map[string]string{}
-		for k, v := range iscsiCtx {
-			m[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			if kv[i+1] == "" {
-				delete(m, kv[i])
-			} else {
-				m[kv[i]] = kv[i+1]
-			}
-		}
-		return m
-	}
+	iscsiWith := func(kv ...string) map[string]string { return withKeys(iscsiCtx, kv...) }
 	newStaging := r.stagingPath("pvc-new")
 	stage := func(id, path string, vc *csi.VolumeCapability, pc map[string]string) func() error {
 		return func() error {
@@ -214,21 +170,65 @@ func TestMaliciousRequests(t *testing.T) {
 
 	before := snapshot(t, r.Root)
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.call()
-			if got := status.Code(err); got != tc.code {
-				t.Fatalf("code %v (%v), want %v", got, err, tc.code)
-			}
-			if after := snapshot(t, r.Root); !slices.Equal(before, after) {
-				t.Fatalf("request changed the disk:\n%s\n%d vs %d entries", diff(before, after), len(before), len(after))
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { r.checkRefused(t, tc.call, tc.code, before) })
 	}
 	// The legitimate volume is still staged and unharmed.
 	if _, err := p.Node.NodeUnstageVolume(context.Background(), &csi.NodeUnstageVolumeRequest{VolumeId: vol.id, StagingTargetPath: staging}); err != nil {
 		t.Fatal(err)
 	}
 	r.assertClean(vol.id)
+}
+
+// decoys makes what hostile paths aim at: a directory outside the kubelet
+// dir, a pod volume directory with symlinks out of it (to that directory
+// and to /), and a target path below it.
+func (r *rig) decoys(t *testing.T) (outside, podDir, target string) {
+	t.Helper()
+	outside = filepath.Join(r.Root, "outside")
+	if err := os.MkdirAll(filepath.Join(outside, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	podDir = filepath.Join(r.KubeletDir, "pods", "pod-evil", "volumes", "kubernetes.io~csi")
+	if err := os.MkdirAll(podDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(podDir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", filepath.Join(podDir, "root")); err != nil {
+		t.Fatal(err)
+	}
+	target = filepath.Join(podDir, "pvc-good", "mount")
+	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	return outside, podDir, target
+}
+
+// withKeys is a copy of base with kv's pairs set, or removed where the
+// value is empty.
+func withKeys(base map[string]string, kv ...string) map[string]string {
+	m := maps.Clone(base)
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			delete(m, kv[i])
+		} else {
+			m[kv[i]] = kv[i+1]
+		}
+	}
+	return m
+}
+
+// checkRefused runs a hostile call: it must get code and leave the disk
+// below the rig's root as before.
+func (r *rig) checkRefused(t *testing.T, call func() error, code codes.Code, before []string) {
+	err := call()
+	if got := status.Code(err); got != code {
+		t.Fatalf("code %v (%v), want %v", got, err, code)
+	}
+	if after := snapshot(t, r.Root); !slices.Equal(before, after) {
+		t.Fatalf("request changed the disk:\n%s\n%d vs %d entries", diff(before, after), len(before), len(after))
+	}
 }
 
 // snapshot lists every file below root (but the simulator's own state and

@@ -3,12 +3,14 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"embed"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"text/template"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
@@ -24,14 +26,21 @@ type fixtureValues struct {
 	ClientIP                      string
 	NFSServer, NFSPath            string
 	HostIQN, TargetIQN, Portal    string
+	OtherPortals                  []string // 26.06: iscsiPortals
 	Igroup, Serial, Device        string
 	FSType                        string
 	LUN                           int
 }
 
+// The templates are built into the test binary: it also runs in the VM of
+// test/vm, away from this directory.
+//
+//go:embed testdata
+var testdata embed.FS
+
 func writeFixture(t testing.TB, tmpl, dest string, v fixtureValues) {
 	t.Helper()
-	tp, err := template.ParseFiles(filepath.Join("testdata", tmpl))
+	tp, err := template.ParseFS(testdata, "testdata/"+tmpl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,28 +65,48 @@ func (r *rig) tridentState(version, kind, volumeID string, v fixtureValues) {
 	case "20.10":
 		writeFixture(r.t, "trident-20.10/tracking.json.tmpl", v.TrackingFile, v)
 		writeFixture(r.t, "trident-20.10/volumePublishInfo-"+kind+".json.tmpl", filepath.Join(v.Staging, tracking.LegacyPublishInfoFile), v)
-	case "23.01":
-		writeFixture(r.t, "trident-23.01/tracking-"+kind+".json.tmpl", v.TrackingFile, v)
+	case "23.01", "26.06":
+		writeFixture(r.t, "trident-"+version+"/tracking-"+kind+".json.tmpl", v.TrackingFile, v)
 	default:
 		r.t.Fatalf("no fixtures for Trident %s", version)
 	}
 }
 
-// shim runs a test shim as Trident's node would have run the tool.
-func (r *rig) shim(name string, args ...string) {
+// hostTool runs a host tool as Trident's node would have run it: the test
+// shim of that name, or on a real kernel the host's own.
+func (r *rig) hostTool(name string, args ...string) {
 	r.t.Helper()
-	cmd := exec.Command(filepath.Join(plugintest.NFSShimDir(r.t), name), args...)
-	cmd.Env = append(os.Environ(), "ONTAP_SIM_URL="+r.sim.URL, "ONTAP_SIM_CA="+r.sim.CAFile, "NFS_SHIM_CLIENT_IP="+nfsClientIP)
+	cmd := exec.Command(name, args...)
+	if !plugintest.RealKernel() {
+		cmd = exec.Command(filepath.Join(plugintest.NFSShimDir(r.t), name), args...)
+		cmd.Env = append(os.Environ(), "ONTAP_SIM_URL="+r.sim.URL, "ONTAP_SIM_CA="+r.sim.CAFile, "NFS_SHIM_CLIENT_IP="+nfsClientIP)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		r.t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 	}
 }
 
-// TestTridentNFSStateIsAdopted: after an image swap from Trident 20.10 or
-// 23.01, a volume Trident staged and published is unpublished, published
+// tridentVersions are the Trident releases whose node state is taken over:
+// 20.10 (the publish info in the staging path), 23.01 (the first tracking
+// file layout) and 26.06 (the current one: omitted zero values — LUN 0 has
+// no iscsiLunNumber —, SANType, volumeMode, iscsiPortals, accessMode).
+var tridentVersions = []string{"20.10", "23.01", "26.06"}
+
+// adoptedVersions are the versions a test takes over: on a real kernel
+// (the VM, where each costs half a minute) the oldest and the newest
+// layout; 23.01's differs from 26.06's only in fields 26.06 omits or adds.
+func adoptedVersions() []string {
+	if plugintest.RealKernel() {
+		return []string{"20.10", "26.06"}
+	}
+	return tridentVersions
+}
+
+// TestTridentNFSStateIsAdopted: after an image swap from one of
+// tridentVersions, a volume Trident staged and published is unpublished, published
 // again, watched and unstaged by ontap-csi, and nothing of it is left.
 func TestTridentNFSStateIsAdopted(t *testing.T) {
-	for _, version := range []string{"20.10", "23.01"} {
+	for _, version := range adoptedVersions() {
 		t.Run(version, func(t *testing.T) {
 			r := newRig(t, rigOptions{})
 			vol := r.makeNFSVolume("pvc-2a1c0d6e-5b8f-4c1e-9f2a-6d7e8f9a0b1c", nfsClientIP)
@@ -88,7 +117,7 @@ func TestTridentNFSStateIsAdopted(t *testing.T) {
 			}
 			// What Trident left: its NFS mount on the pod's target and its
 			// state files.
-			r.shim("mount", "-t", "nfs", "-o", "nfsvers=3", vol.context["nfsServerIp"]+":"+vol.junction, oldTarget)
+			r.hostTool("mount", "-t", "nfs", "-o", "nfsvers=3", vol.context["nfsServerIp"]+":"+vol.junction, oldTarget)
 			r.tridentState(version, "nas", vol.id, fixtureValues{
 				Staging: staging, Target: oldTarget, ClientIP: nfsClientIP,
 				NFSServer: vol.context["nfsServerIp"], NFSPath: vol.junction,
@@ -152,7 +181,7 @@ func TestTridentNFSStateIsAdopted(t *testing.T) {
 // watched, unpublished, published again (ontap-csi mounts the staging path
 // then), expanded and unstaged — detached and logged out — by ontap-csi.
 func TestTridentISCSIStateIsAdopted(t *testing.T) {
-	for _, version := range []string{"20.10", "23.01"} {
+	for _, version := range adoptedVersions() {
 		t.Run(version, func(t *testing.T) {
 			r := newRig(t, rigOptions{iscsi: true})
 			const size = 512 << 20
@@ -164,9 +193,12 @@ func TestTridentISCSIStateIsAdopted(t *testing.T) {
 			}
 			// Trident's stage and publish: attach, format, mount the device
 			// on the target.
-			r.iscsi.shim.Setenv(t)
+			if shim := r.iscsi.host.Shim; shim != nil {
+				shim.Setenv(t)
+			}
 			client, err := iscsi.New(iscsi.Config{
-				Exec: &hostexec.Host{}, DevDir: r.iscsi.shim.DevDir, SysRoot: r.iscsi.shim.SysRoot, LockDir: filepath.Join(r.Root, "trident-locks"),
+				Exec: &hostexec.Host{}, DevDir: r.iscsi.host.DevDir, SysRoot: r.iscsi.host.SysRoot, LockDir: filepath.Join(r.Root, "trident-locks"),
+				DeviceTimeout: 2 * time.Minute, // udev and multipathd under TCG on a real kernel
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -185,8 +217,8 @@ func TestTridentISCSIStateIsAdopted(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.tridentState(version, "san", vol.id, fixtureValues{
-				Staging: staging, Target: oldTarget, ClientIP: nfsClientIP, HostIQN: r.iscsi.shim.InitiatorIQN,
-				TargetIQN: r.iscsi.target, Portal: r.iscsi.portals[0], Igroup: r.iscsi.igroup,
+				Staging: staging, Target: oldTarget, ClientIP: nfsClientIP, HostIQN: r.iscsi.iqn,
+				TargetIQN: r.iscsi.target, Portal: r.iscsi.portals[0], OtherPortals: r.iscsi.portals[1:], Igroup: r.iscsi.igroup,
 				Serial: vol.lun.Serial, Device: dev.Path, FSType: "xfs", LUN: vol.lunID,
 			})
 			p := r.startPlugin(pluginOptions{})

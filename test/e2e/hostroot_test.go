@@ -22,9 +22,10 @@ import (
 // remove everything, so the LUN detaches instead of being refused as busy
 // on every retry.
 func TestHostRootWithoutPropagation(t *testing.T) {
+	skipOnRealKernel(t, "the host root holds the shims")
 	r := newRig(t, rigOptions{iscsi: true})
 	// A plugin with a host root finds host tools in the host's PATH only.
-	host := privateHostRoot(t, r.iscsi.shim.BinDir)
+	host := privateHostRoot(t, r.iscsi.host.Shim.BinDir)
 	p := r.startPlugin(pluginOptions{args: []string{"--host-root=" + host}})
 	ctx := ctxT(t)
 	seen := func(path string) string { return filepath.Join(host, path) }

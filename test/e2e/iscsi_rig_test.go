@@ -6,49 +6,35 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
-	"github.com/ontap-csi/ontap-csi/test/shims/iscsi/shimtest"
 )
 
-// iscsiEnv is the iSCSI side of a rig: the shims (initiator nodeIQN, fake
-// /dev and /sys, multipathd running) and the SVM's iSCSI target.
+// iscsiEnv is the iSCSI side of a rig: the node's initiator (the shims
+// with nodeIQN, fake /dev and /sys and multipathd running; or the real
+// kernel's) and the SVM's iSCSI target.
 type iscsiEnv struct {
-	shim    *shimtest.Env
+	host    *plugintest.ISCSI
+	iqn     string   // the node's initiator name
 	target  string   // the SVM's target IQN
 	portals []string // its iSCSI LIFs
-	// igroup holds nodeIQN for LUNs the tests map themselves, as Trident
-	// 20.10's backend-wide igroup did; made on first use, so that a test
-	// that leaves everything to the controller ends with an empty SVM.
+	// igroup holds the node's initiator for LUNs the tests map
+	// themselves, as Trident 20.10's backend-wide igroup did; made on
+	// first use, so that a test that leaves everything to the controller
+	// ends with an empty SVM.
 	igroup string
 }
 
 func newISCSIEnv(t testing.TB, r *rig) *iscsiEnv {
 	t.Helper()
 	info := r.sim.Info()
-	return &iscsiEnv{
-		shim:    plugintest.StartISCSI(t, r.Roots, r.sim, nodeIQN),
-		target:  info.TargetIQN,
-		portals: info.ISCSILIFs,
-	}
+	host := plugintest.StartISCSI(t, r.Roots, r.sim, nodeIQN)
+	return &iscsiEnv{host: host, iqn: host.InitiatorIQN, target: info.TargetIQN, portals: info.ISCSILIFs}
 }
 
 // attachedOnce checks the LUN is attached exactly once: one device per
 // portal (session), one multipath map.
 func (e *iscsiEnv) attachedOnce(t testing.TB, serial string, paths int) {
 	t.Helper()
-	st := e.shim.State(t)
-	maps, devices := 0, 0
-	for _, m := range st.Maps {
-		if m.Serial == serial {
-			maps++
-		}
-	}
-	for _, s := range st.Sessions {
-		for _, d := range s.Devices {
-			if d.Serial == serial {
-				devices++
-			}
-		}
-	}
+	maps, devices := e.host.Attachment(t, serial)
 	if maps != 1 || devices != paths {
 		t.Errorf("LUN %s: %d maps and %d path devices, want 1 and %d", serial, maps, devices, paths)
 	}
@@ -71,7 +57,7 @@ func (r *rig) makeISCSIVolume(id string, size int64, fsType string) iscsiVolume 
 	e := r.iscsi
 	if e.igroup == "" {
 		e.igroup = "trident-" + nodeID
-		if _, err := r.sim.CreateIGroup(e.igroup, "", "", nodeIQN); err != nil {
+		if _, err := r.sim.CreateIGroup(e.igroup, "", "", e.iqn); err != nil {
 			r.t.Fatal(err)
 		}
 	}

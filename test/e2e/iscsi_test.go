@@ -38,99 +38,115 @@ func statfsBytes(t testing.TB, p string) int64 {
 // device, session, tracking file or ONTAP object.
 func TestISCSIEndToEnd(t *testing.T) {
 	for _, fsType := range []string{"ext4", "xfs"} {
-		t.Run(fsType, func(t *testing.T) {
-			r := newRig(t, rigOptions{iscsi: true})
-			p := r.startPlugin(pluginOptions{})
-			ctx := ctxT(t)
-			const size = 512 << 20 // mkfs.xfs wants 300 MiB at least
-			capability := mountCap(fsType, snw)
-			vol, pc := r.createAndPublish(p, "pvc-7e1d2c3b-4a59-4f68-8b7a-9c0d1e2f3a4b", size, capability)
-			if pc["filesystemType"] != fsType {
-				t.Errorf("publish context file system %q, want the capability's %q", pc["filesystemType"], fsType)
-			}
-			staging := r.makeStaging(vol)
-			target := r.makeTargetParent("pod-a", vol)
-			roTarget := r.makeTargetParent("pod-b", vol)
-
-			stage := &csi.NodeStageVolumeRequest{VolumeId: vol, StagingTargetPath: staging, VolumeCapability: capability, PublishContext: pc}
-			for i := 0; i < 2; i++ {
-				if _, err := p.Node.NodeStageVolume(ctx, stage); err != nil {
-					t.Fatalf("NodeStageVolume #%d: %v", i+1, err)
-				}
-			}
-			r.iscsi.attachedOnce(t, pc["iscsiLunSerial"], portalCount(t, pc))
-			if !isMountPoint(t, staging) {
-				t.Fatal("staging path not mounted")
-			}
-			rec := readTracking(t, r.TrackingFile(vol))
-			if rec["iscsiLunSerial"] != pc["iscsiLunSerial"] || rec["fstype"] != fsType || rec["devicePath"] == "" || rec["iscsiTargetIqn"] != r.iscsi.target {
-				t.Fatalf("tracking file %v", rec)
-			}
-
-			for i := 0; i < 2; i++ {
-				if _, err := p.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
-					VolumeId: vol, StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, PublishContext: pc,
-				}); err != nil {
-					t.Fatalf("NodePublishVolume #%d: %v", i+1, err)
-				}
-			}
-			if _, err := p.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
-				VolumeId: vol, StagingTargetPath: staging, TargetPath: roTarget, VolumeCapability: capability, PublishContext: pc, Readonly: true,
-			}); err != nil {
-				t.Fatalf("read-only NodePublishVolume: %v", err)
-			}
-			data := bytes.Repeat([]byte("ontap-csi "), 10000)
-			if err := os.WriteFile(filepath.Join(target, "data"), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if got, err := os.ReadFile(filepath.Join(roTarget, "data")); err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("read back through the read-only publish: %d bytes, %v", len(got), err)
-			}
-			if err := os.WriteFile(filepath.Join(roTarget, "x"), nil, 0o644); !errors.Is(err, unix.EROFS) {
-				t.Fatalf("write through the read-only publish: %v, want EROFS", err)
-			}
-			p.Stop()
-			p = r.startPlugin(pluginOptions{})
-
-			// The controller grows the LUN; the node grows device and file
-			// system, online. Online ext4 growth needs CAP_SYS_RESOURCE,
-			// which some sandboxes withhold even from root (xfs_growfs does
-			// not): there the ext4 case stops at the controller.
-			exp, err := p.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{
-				VolumeId: vol, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * size}, VolumeCapability: capability,
-			})
-			if err != nil || exp.GetCapacityBytes() != 2*size || !exp.GetNodeExpansionRequired() {
-				t.Fatalf("ControllerExpandVolume: %v, %v", exp, err)
-			}
-			if fsType == "ext4" && !haveCapability(t, unix.CAP_SYS_RESOURCE) {
-				t.Log("no CAP_SYS_RESOURCE here: skipping the online ext4 expansion (xfs still covers it)")
-			} else {
-				nodeExpandAndCheck(t, p, vol, target, capability, size, data)
-			}
-
-			stats, err := p.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: vol, VolumePath: target})
-			if err != nil {
-				t.Fatalf("NodeGetVolumeStats: %v", err)
-			}
-			checkStats(t, stats, int64(len(data)))
-			if total := stats.GetUsage()[0].GetTotal(); total != statfsBytes(t, target) {
-				t.Fatalf("stats total %d, statfs %d", total, statfsBytes(t, target))
-			}
-
-			for _, tp := range []string{target, roTarget, target} {
-				if _, err := p.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol, TargetPath: tp}); err != nil {
-					t.Fatalf("NodeUnpublishVolume %s: %v", tp, err)
-				}
-			}
-			for i := 0; i < 2; i++ {
-				if _, err := p.Node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol, StagingTargetPath: staging}); err != nil {
-					t.Fatalf("NodeUnstageVolume #%d: %v", i+1, err)
-				}
-			}
-			r.assertClean(vol)
-			r.unpublishAndDelete(p, vol)
-		})
+		t.Run(fsType, func(t *testing.T) { testISCSILife(t, fsType) })
 	}
+}
+
+func testISCSILife(t *testing.T, fsType string) {
+	r := newRig(t, rigOptions{iscsi: true})
+	p := r.startPlugin(pluginOptions{})
+	ctx := ctxT(t)
+	const size = 512 << 20 // mkfs.xfs wants 300 MiB at least
+	capability := mountCap(fsType, snw)
+	vol, pc := r.createAndPublish(p, "pvc-7e1d2c3b-4a59-4f68-8b7a-9c0d1e2f3a4b", size, capability)
+	if pc["filesystemType"] != fsType {
+		t.Errorf("publish context file system %q, want the capability's %q", pc["filesystemType"], fsType)
+	}
+	staging := r.makeStaging(vol)
+	target := r.makeTargetParent("pod-a", vol)
+	roTarget := r.makeTargetParent("pod-b", vol)
+	r.stageISCSITwice(t, p, vol, staging, capability, pc)
+	data := publishAndWrite(t, p, vol, staging, target, roTarget, capability, pc)
+	p.Stop()
+	p = r.startPlugin(pluginOptions{})
+
+	// The controller grows the LUN; the node grows device and file
+	// system, online. Online ext4 growth needs CAP_SYS_RESOURCE,
+	// which some sandboxes withhold even from root (xfs_growfs does
+	// not): there the ext4 case stops at the controller.
+	exp, err := p.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{
+		VolumeId: vol, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * size}, VolumeCapability: capability,
+	})
+	if err != nil || exp.GetCapacityBytes() != 2*size || !exp.GetNodeExpansionRequired() {
+		t.Fatalf("ControllerExpandVolume: %v, %v", exp, err)
+	}
+	if fsType == "ext4" && !haveCapability(t, unix.CAP_SYS_RESOURCE) {
+		t.Log("no CAP_SYS_RESOURCE here: skipping the online ext4 expansion (xfs still covers it)")
+	} else {
+		nodeExpandAndCheck(t, p, vol, target, capability, size, data)
+	}
+
+	stats, err := p.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: vol, VolumePath: target})
+	if err != nil {
+		t.Fatalf("NodeGetVolumeStats: %v", err)
+	}
+	checkStats(t, stats, int64(len(data)))
+	if total := stats.GetUsage()[0].GetTotal(); total != statfsBytes(t, target) {
+		t.Fatalf("stats total %d, statfs %d", total, statfsBytes(t, target))
+	}
+
+	for _, tp := range []string{target, roTarget, target} {
+		if _, err := p.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol, TargetPath: tp}); err != nil {
+			t.Fatalf("NodeUnpublishVolume %s: %v", tp, err)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := p.Node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol, StagingTargetPath: staging}); err != nil {
+			t.Fatalf("NodeUnstageVolume #%d: %v", i+1, err)
+		}
+	}
+	r.assertClean(vol)
+	r.unpublishAndDelete(p, vol)
+}
+
+// stageISCSITwice stages the LUN twice (a retry): it is attached once,
+// through every portal, mounted at staging and recorded.
+func (r *rig) stageISCSITwice(t *testing.T, p *plugintest.Plugin, vol, staging string, capability *csi.VolumeCapability, pc map[string]string) {
+	t.Helper()
+	stage := &csi.NodeStageVolumeRequest{VolumeId: vol, StagingTargetPath: staging, VolumeCapability: capability, PublishContext: pc}
+	for i := 0; i < 2; i++ {
+		if _, err := p.Node.NodeStageVolume(ctxT(t), stage); err != nil {
+			t.Fatalf("NodeStageVolume #%d: %v", i+1, err)
+		}
+	}
+	r.iscsi.attachedOnce(t, pc["iscsiLunSerial"], portalCount(t, pc))
+	if !isMountPoint(t, staging) {
+		t.Fatal("staging path not mounted")
+	}
+	rec := readTracking(t, r.TrackingFile(vol))
+	if rec["iscsiLunSerial"] != pc["iscsiLunSerial"] || rec["fstype"] != capability.GetMount().GetFsType() || rec["devicePath"] == "" || rec["iscsiTargetIqn"] != r.iscsi.target {
+		t.Fatalf("tracking file %v", rec)
+	}
+}
+
+// publishAndWrite publishes read-write twice and read-only once, writes
+// through the first and reads back through the second, which refuses
+// writes. It returns what it wrote.
+func publishAndWrite(t *testing.T, p *plugintest.Plugin, vol, staging, target, roTarget string, capability *csi.VolumeCapability, pc map[string]string) []byte {
+	t.Helper()
+	for i := 0; i < 2; i++ {
+		if _, err := p.Node.NodePublishVolume(ctxT(t), &csi.NodePublishVolumeRequest{
+			VolumeId: vol, StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, PublishContext: pc,
+		}); err != nil {
+			t.Fatalf("NodePublishVolume #%d: %v", i+1, err)
+		}
+	}
+	if _, err := p.Node.NodePublishVolume(ctxT(t), &csi.NodePublishVolumeRequest{
+		VolumeId: vol, StagingTargetPath: staging, TargetPath: roTarget, VolumeCapability: capability, PublishContext: pc, Readonly: true,
+	}); err != nil {
+		t.Fatalf("read-only NodePublishVolume: %v", err)
+	}
+	data := bytes.Repeat([]byte("ontap-csi "), 10000)
+	if err := os.WriteFile(filepath.Join(target, "data"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(roTarget, "data")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back through the read-only publish: %d bytes, %v", len(got), err)
+	}
+	if err := os.WriteFile(filepath.Join(roTarget, "x"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+		t.Fatalf("write through the read-only publish: %v, want EROFS", err)
+	}
+	return data
 }
 
 // createAndPublish creates an ontap-san (or san-economy) volume and publishes it to the
@@ -167,12 +183,12 @@ func (r *rig) createAndPublish(p *plugintest.Plugin, name string, size int64, ca
 	}
 	igroupHolds := false
 	for _, g := range r.sim.IGroups() {
-		if g.Name == pc["iscsiIgroup"] && slices.Contains(g.Initiators, nodeIQN) {
+		if g.Name == pc["iscsiIgroup"] && slices.Contains(g.Initiators, r.iscsi.iqn) {
 			igroupHolds = true
 		}
 	}
 	if !igroupHolds {
-		r.t.Fatalf("igroup %q does not hold the node's initiator %s: %+v", pc["iscsiIgroup"], nodeIQN, r.sim.IGroups())
+		r.t.Fatalf("igroup %q does not hold the node's initiator %s: %+v", pc["iscsiIgroup"], r.iscsi.iqn, r.sim.IGroups())
 	}
 	return vol.GetVolumeId(), pc
 }

@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -83,165 +87,238 @@ func (r *rig) backingDir(v nfsVolume) string {
 // no tracking file, no ONTAP object.
 func TestNFSEndToEnd(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	p := r.startPlugin(pluginOptions{})
-	ctx := ctxT(t)
-	const name = "pvc-4a1c7f0e-7d39-4c55-9a0e-0d1f3e9b2c11"
-	capability := mountCap("nfs", csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, "hard")
+	l := &nfsLife{t: t, r: r, p: r.startPlugin(pluginOptions{}), ctx: ctxT(t),
+		capability: mountCap("nfs", csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER, "hard")}
+	l.create("pvc-4a1c7f0e-7d39-4c55-9a0e-0d1f3e9b2c11")
+	l.controllerPublish()
+	l.stage()
+	l.publish()
+	l.writeThrough()
+	l.p.Stop()
+	l.p = r.startPlugin(pluginOptions{})
+	l.expand()
+	stats, err := l.p.Node.NodeGetVolumeStats(l.ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: l.vol.id, VolumePath: l.target})
+	if err != nil {
+		t.Fatalf("NodeGetVolumeStats: %v", err)
+	}
+	checkStats(t, stats, 1<<20)
+	l.unpublishAndUnstage()
+	l.controllerUnpublish()
+	for i := 0; i < 2; i++ {
+		if _, err := l.p.Controller.DeleteVolume(l.ctx, &csi.DeleteVolumeRequest{VolumeId: l.vol.id}); err != nil {
+			t.Fatalf("DeleteVolume #%d: %v", i+1, err)
+		}
+	}
+	plugintest.AssertONTAPClean(t, r.sim.Simulator)
+}
 
-	created, err := p.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{
+// nfsLife is TestNFSEndToEnd's volume and what each step leaves for the
+// next.
+type nfsLife struct {
+	t          *testing.T
+	r          *rig
+	p          *plugintest.Plugin
+	ctx        context.Context
+	capability *csi.VolumeCapability
+	created    *csi.Volume
+	internal   string // the ONTAP volume's name
+	pc         map[string]string
+	vol        nfsVolume
+	staging    string
+	target     string // published read-write
+	roTarget   string // published read-only
+}
+
+// create makes the volume: its id is the PV name, its ONTAP name Trident's.
+func (l *nfsLife) create(name string) {
+	t := l.t
+	created, err := l.p.Controller.CreateVolume(l.ctx, &csi.CreateVolumeRequest{
 		Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30},
-		VolumeCapabilities: []*csi.VolumeCapability{capability},
+		VolumeCapabilities: []*csi.VolumeCapability{l.capability},
 		Parameters:         map[string]string{"backendType": "ontap-nas"},
 	})
 	if err != nil {
 		t.Fatalf("CreateVolume: %v", err)
 	}
-	volumeID := created.GetVolume().GetVolumeId()
-	if volumeID != name {
-		t.Errorf("volume id %q, want the PV name as Trident's", volumeID)
+	l.created = created.GetVolume()
+	if l.created.GetVolumeId() != name {
+		t.Errorf("volume id %q, want the PV name as Trident's", l.created.GetVolumeId())
 	}
-	internal := "trident_" + filepathSafe(name)
-	if _, ok := r.sim.Volume(internal); !ok {
-		t.Fatalf("no ONTAP volume %s", internal)
+	l.internal = "trident_" + filepathSafe(name)
+	if _, ok := l.r.sim.Volume(l.internal); !ok {
+		t.Fatalf("no ONTAP volume %s", l.internal)
 	}
+}
 
+// controllerPublish publishes twice; the volume's own export policy then
+// admits exactly the node's address.
+func (l *nfsLife) controllerPublish() {
+	t, r := l.t, l.r
 	publish := &csi.ControllerPublishVolumeRequest{
-		VolumeId: volumeID, NodeId: nodeID, VolumeCapability: capability, VolumeContext: created.GetVolume().GetVolumeContext(),
+		VolumeId: l.created.GetVolumeId(), NodeId: nodeID, VolumeCapability: l.capability, VolumeContext: l.created.GetVolumeContext(),
 	}
-	var pc map[string]string
 	for i := 0; i < 2; i++ {
-		resp, err := p.Controller.ControllerPublishVolume(ctx, publish)
+		resp, err := l.p.Controller.ControllerPublishVolume(l.ctx, publish)
 		if err != nil {
 			t.Fatalf("ControllerPublishVolume #%d: %v", i+1, err)
 		}
-		pc = resp.GetPublishContext()
+		l.pc = resp.GetPublishContext()
 	}
-	if pc["protocol"] != "file" || pc["nfsServerIp"] != r.sim.Info().NFSLIFs[0] || pc["nfsPath"] != "/"+internal {
-		t.Fatalf("publish context %v", pc)
+	if l.pc["protocol"] != "file" || l.pc["nfsServerIp"] != r.sim.Info().NFSLIFs[0] || l.pc["nfsPath"] != "/"+l.internal {
+		t.Fatalf("publish context %v", l.pc)
 	}
-	// The volume's own export policy admits exactly the node's address.
-	if v, _ := r.sim.Volume(internal); !policyAdmits(r, v.ExportPolicy, nfsClientIP) {
-		t.Fatalf("export policy %q of %s does not admit the node", v.ExportPolicy, internal)
+	if v, _ := r.sim.Volume(l.internal); !policyAdmits(r, v.ExportPolicy, nfsClientIP) {
+		t.Fatalf("export policy %q of %s does not admit the node", v.ExportPolicy, l.internal)
 	}
-	vol := nfsVolume{id: volumeID, name: internal, junction: pc["nfsPath"], context: pc}
+	l.vol = nfsVolume{id: l.created.GetVolumeId(), name: l.internal, junction: l.pc["nfsPath"], context: l.pc}
+}
 
-	staging := r.makeStaging(vol.id)
-	target := r.makeTargetParent("pod-a", vol.id)
-	roTarget := r.makeTargetParent("pod-b", vol.id)
+// stage stages twice (the second a no-op). NFS stage records the export in
+// Trident's 23.01 format and mounts nothing.
+func (l *nfsLife) stage() {
+	t, r := l.t, l.r
+	l.staging = r.makeStaging(l.vol.id)
 	stage := &csi.NodeStageVolumeRequest{
-		VolumeId: vol.id, StagingTargetPath: staging, VolumeCapability: capability, PublishContext: pc,
-		VolumeContext: created.GetVolume().GetVolumeContext(),
+		VolumeId: l.vol.id, StagingTargetPath: l.staging, VolumeCapability: l.capability, PublishContext: l.pc,
+		VolumeContext: l.created.GetVolumeContext(),
 	}
-	for i := 0; i < 2; i++ { // the second call must be a no-op success
-		if _, err := p.Node.NodeStageVolume(ctx, stage); err != nil {
+	for i := 0; i < 2; i++ {
+		if _, err := l.p.Node.NodeStageVolume(l.ctx, stage); err != nil {
 			t.Fatalf("NodeStageVolume #%d: %v", i+1, err)
 		}
 	}
-	// NFS stage records the export in Trident's 23.01 format and mounts
-	// nothing.
-	if isMountPoint(t, staging) {
+	if isMountPoint(t, l.staging) {
 		t.Fatal("NFS stage mounted the staging path")
 	}
-	rec := readTracking(t, r.TrackingFile(vol.id))
-	if rec["nfsServerIp"] != pc["nfsServerIp"] || rec["nfsPath"] != vol.junction || rec["stagingTargetPath"] != staging || rec["fstype"] != "nfs" {
+	rec := readTracking(t, r.TrackingFile(l.vol.id))
+	if rec["nfsServerIp"] != l.pc["nfsServerIp"] || rec["nfsPath"] != l.vol.junction || rec["stagingTargetPath"] != l.staging || rec["fstype"] != "nfs" {
 		t.Fatalf("tracking file: %v", rec)
 	}
+}
 
+// publish publishes read-write twice and read-only once.
+func (l *nfsLife) publish() {
+	t, r := l.t, l.r
+	l.target = r.makeTargetParent("pod-a", l.vol.id)
+	l.roTarget = r.makeTargetParent("pod-b", l.vol.id)
 	nodePublish := &csi.NodePublishVolumeRequest{
-		VolumeId: vol.id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: capability, PublishContext: pc,
+		VolumeId: l.vol.id, StagingTargetPath: l.staging, TargetPath: l.target, VolumeCapability: l.capability, PublishContext: l.pc,
 	}
 	for i := 0; i < 2; i++ {
-		if _, err := p.Node.NodePublishVolume(ctx, nodePublish); err != nil {
+		if _, err := l.p.Node.NodePublishVolume(l.ctx, nodePublish); err != nil {
 			t.Fatalf("NodePublishVolume #%d: %v", i+1, err)
 		}
 	}
 	roPublish := &csi.NodePublishVolumeRequest{
-		VolumeId: vol.id, StagingTargetPath: staging, TargetPath: roTarget, VolumeCapability: capability, PublishContext: pc, Readonly: true,
+		VolumeId: l.vol.id, StagingTargetPath: l.staging, TargetPath: l.roTarget, VolumeCapability: l.capability, PublishContext: l.pc, Readonly: true,
 	}
-	if _, err := p.Node.NodePublishVolume(ctx, roPublish); err != nil {
+	if _, err := l.p.Node.NodePublishVolume(l.ctx, roPublish); err != nil {
 		t.Fatalf("read-only NodePublishVolume: %v", err)
 	}
+}
 
-	// A file written through the mount is in the volume on the "server".
-	if err := os.WriteFile(filepath.Join(target, "hello.txt"), []byte("hello from the pod\n"), 0o644); err != nil {
+// writeThrough writes through the read-write publish: the file is in the
+// volume on the "server" and readable through the read-only one, which
+// refuses writes. Both targets are recorded.
+func (l *nfsLife) writeThrough() {
+	t, r := l.t, l.r
+	if err := os.WriteFile(filepath.Join(l.target, "hello.txt"), []byte("hello from the pod\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(filepath.Join(r.backingDir(vol), "hello.txt"))
+	got, err := os.ReadFile(filepath.Join(r.backingDir(l.vol), "hello.txt"))
 	if err != nil || string(got) != "hello from the pod\n" {
 		t.Fatalf("file in the backing directory: %q, %v", got, err)
 	}
-	if got, err := os.ReadFile(filepath.Join(roTarget, "hello.txt")); err != nil || string(got) != "hello from the pod\n" {
+	if got, err := os.ReadFile(filepath.Join(l.roTarget, "hello.txt")); err != nil || string(got) != "hello from the pod\n" {
 		t.Fatalf("read through the read-only publish: %q, %v", got, err)
 	}
-	if err := os.WriteFile(filepath.Join(roTarget, "nope"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+	// Enough to show in the stats: a real NFS client's statfs counts in
+	// blocks of its wsize (256 KiB on Linux 6.1), so a few bytes show as
+	// none used.
+	if err := os.WriteFile(filepath.Join(l.target, "data"), bytes.Repeat([]byte("x"), 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(l.roTarget, "nope"), nil, 0o644); !errors.Is(err, unix.EROFS) {
 		t.Fatalf("write through the read-only publish: %v, want EROFS", err)
 	}
-	rec = readTracking(t, r.TrackingFile(vol.id))
+	rec := readTracking(t, r.TrackingFile(l.vol.id))
 	published, _ := rec["publishedTargetPaths"].(map[string]any)
-	if _, ok := published[target]; !ok || len(published) != 2 {
+	if _, ok := published[l.target]; !ok || len(published) != 2 {
 		t.Fatalf("published paths recorded: %v", published)
 	}
-	p.Stop()
-	p = r.startPlugin(pluginOptions{})
+}
 
-	// NFS grows on ONTAP alone: the controller says so, and node expansion
-	// succeeds and does nothing.
-	before, _ := r.sim.Volume(internal)
-	exp, err := p.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{
-		VolumeId: vol.id, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30}, VolumeCapability: capability,
+// expand grows the volume. NFS grows on ONTAP alone: the controller says
+// so, and node expansion succeeds and does nothing.
+func (l *nfsLife) expand() {
+	t := l.t
+	before, _ := l.r.sim.Volume(l.internal)
+	exp, err := l.p.Controller.ControllerExpandVolume(l.ctx, &csi.ControllerExpandVolumeRequest{
+		VolumeId: l.vol.id, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30}, VolumeCapability: l.capability,
 	})
 	if err != nil || exp.GetCapacityBytes() != 2<<30 || exp.GetNodeExpansionRequired() {
 		t.Fatalf("ControllerExpandVolume: %v, %v", exp, err)
 	}
-	if after, _ := r.sim.Volume(internal); after.Size <= before.Size {
+	if after, _ := l.r.sim.Volume(l.internal); after.Size <= before.Size {
 		t.Fatalf("ONTAP volume size %d after expansion, was %d", after.Size, before.Size)
 	}
-	if _, err := p.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{
-		VolumeId: vol.id, VolumePath: target, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30},
+	if _, err := l.p.Node.NodeExpandVolume(l.ctx, &csi.NodeExpandVolumeRequest{
+		VolumeId: l.vol.id, VolumePath: l.target, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30},
 	}); err != nil {
 		t.Fatalf("NodeExpandVolume: %v", err)
 	}
+}
 
-	stats, err := p.Node.NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: vol.id, VolumePath: target})
-	if err != nil {
-		t.Fatalf("NodeGetVolumeStats: %v", err)
-	}
-	checkStats(t, stats, 1)
-
-	for _, tp := range []string{target, roTarget, target} { // the repeat must succeed
-		if _, err := p.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol.id, TargetPath: tp}); err != nil {
+// unpublishAndUnstage unpublishes both targets (one twice) and unstages
+// twice: nothing is left on the node, and the data stays on the volume.
+func (l *nfsLife) unpublishAndUnstage() {
+	t := l.t
+	for _, tp := range []string{l.target, l.roTarget, l.target} { // the repeat must succeed
+		if _, err := l.p.Node.NodeUnpublishVolume(l.ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: l.vol.id, TargetPath: tp}); err != nil {
 			t.Fatalf("NodeUnpublishVolume %s: %v", tp, err)
 		}
 		if _, err := os.Lstat(tp); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("target %s not removed: %v", tp, err)
 		}
 	}
-	unstage := &csi.NodeUnstageVolumeRequest{VolumeId: vol.id, StagingTargetPath: staging}
+	unstage := &csi.NodeUnstageVolumeRequest{VolumeId: l.vol.id, StagingTargetPath: l.staging}
 	for i := 0; i < 2; i++ {
-		if _, err := p.Node.NodeUnstageVolume(ctx, unstage); err != nil {
+		if _, err := l.p.Node.NodeUnstageVolume(l.ctx, unstage); err != nil {
 			t.Fatalf("NodeUnstageVolume #%d: %v", i+1, err)
 		}
 	}
-	r.assertClean(vol.id)
-	// The data stays on the volume until it is deleted.
-	if _, err := os.Stat(filepath.Join(r.backingDir(vol), "hello.txt")); err != nil {
+	l.r.assertClean(l.vol.id)
+	if _, err := os.Stat(filepath.Join(l.r.backingDir(l.vol), "hello.txt")); err != nil {
 		t.Fatal(err)
 	}
+}
 
+// controllerUnpublish unpublishes twice: the export policy no longer
+// admits the node, and on a real kernel nfsd refuses its mount at once.
+func (l *nfsLife) controllerUnpublish() {
+	t, r := l.t, l.r
 	for i := 0; i < 2; i++ {
-		if _, err := p.Controller.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: vol.id, NodeId: nodeID}); err != nil {
+		if _, err := l.p.Controller.ControllerUnpublishVolume(l.ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: l.vol.id, NodeId: nodeID}); err != nil {
 			t.Fatalf("ControllerUnpublishVolume #%d: %v", i+1, err)
 		}
 	}
-	if v, _ := r.sim.Volume(internal); policyAdmits(r, v.ExportPolicy, nfsClientIP) {
+	if v, _ := r.sim.Volume(l.internal); policyAdmits(r, v.ExportPolicy, nfsClientIP) {
 		t.Fatalf("export policy %q still admits the node after ControllerUnpublishVolume", v.ExportPolicy)
 	}
-	for i := 0; i < 2; i++ {
-		if _, err := p.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.id}); err != nil {
-			t.Fatalf("DeleteVolume #%d: %v", i+1, err)
-		}
+	if !plugintest.RealKernel() {
+		return
 	}
-	plugintest.AssertONTAPClean(t, r.sim.Simulator)
+	mnt := filepath.Join(r.Root, "after-unpublish")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("mount", "-t", "nfs", "-o", "vers=4.1", l.pc["nfsServerIp"]+":"+l.pc["nfsPath"], mnt).CombinedOutput()
+	if err == nil {
+		_ = unix.Unmount(mnt, 0)
+		t.Fatal("the node still mounts the volume after ControllerUnpublishVolume")
+	} else if !strings.Contains(string(out), "access denied") {
+		t.Fatalf("mount after ControllerUnpublishVolume: %v: %s, want access denied", err, out)
+	}
 }
 
 // policyAdmits reports whether export policy name has a rule for client.

@@ -4,6 +4,11 @@
 // clients this machine lacks. Everything else is real: mkfs, mount, bind
 // mounts, resize2fs/xfs_growfs, statfs.
 //
+// The same tests run on a real kernel with no shims in the VM of test/vm
+// (plugintest.RealKernel: make vm builds this package's test binary and
+// runs it there): the real iscsiadm, udev, multipathd and mount.nfs
+// against the simulator's kernel data plane (LIO and nfsd).
+//
 // Every test needs root and works under its own temporary roots (kubelet
 // dir, tracking dir, lock dir, fake /dev and /sys, the simulator's data);
 // mounts, loop devices and processes are cleaned up even when a test fails
@@ -31,12 +36,15 @@ import (
 func TestMain(m *testing.M) { plugintest.Main(m) }
 
 // The test node. nfsClientIP is the address it reports to the controller
-// and mounts NFS exports from; export policies admit or refuse it.
+// and mounts NFS exports from; export policies admit or refuse it. Its
+// initiator name is nodeIQN through the shims, the host's on a real kernel
+// (iscsiEnv.iqn).
 const (
-	nodeID      = "node-1"
-	nodeIQN     = "iqn.2005-03.org.open-iscsi:node-1"
-	nfsClientIP = "192.0.2.10"
+	nodeID  = "node-1"
+	nodeIQN = "iqn.2005-03.org.open-iscsi:node-1"
 )
+
+var nfsClientIP = plugintest.NodeIP("192.0.2.10")
 
 // rig is one test's world: temporary roots, a simulator, an ontap-csi
 // backend config for it, and the node plugin (restarted at will).
@@ -55,7 +63,7 @@ type rigOptions struct {
 	// same protocol); keys add to its backend config.
 	driver string
 	keys   map[string]any
-	sim    ontapsim.Config
+	sim    ontapsim.Config // of the simulator
 }
 
 func newRig(t testing.TB, opts rigOptions) *rig {
@@ -104,7 +112,7 @@ func (r *rig) startPlugin(opts pluginOptions) *plugintest.Plugin {
 		o.Backends = []string{r.backend}
 	}
 	if r.iscsi != nil {
-		o.ISCSI = r.iscsi.shim
+		o.ISCSI = r.iscsi.host
 	}
 	if opts.crashAt != "" || opts.crashLog != "" {
 		o.Tags = []string{"crashpoints"}
@@ -174,7 +182,15 @@ func (r *rig) assertClean(volumeID string) {
 		r.t.Errorf("tracking file of %s left behind (%v)", volumeID, err)
 	}
 	if r.iscsi != nil {
-		plugintest.AssertNoISCSI(r.t, r.iscsi.shim)
+		plugintest.AssertNoISCSI(r.t, r.iscsi.host)
+	}
+}
+
+// skipOnRealKernel skips a test that only makes sense through the shims.
+func skipOnRealKernel(t testing.TB, why string) {
+	t.Helper()
+	if plugintest.RealKernel() {
+		t.Skip("not on a real kernel: " + why)
 	}
 }
 

@@ -101,7 +101,25 @@ const (
 
 var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)$`)
 
+// setDefaults fills every unset field and rejects impossible values. The
+// phases run in a fixed order so that the first invalid field reported stays
+// the same: identity, topology, data LIFs, then the data plane.
 func (c *Config) setDefaults() error {
+	for _, phase := range []func() error{
+		c.setIdentityDefaults,
+		c.setTopologyDefaults,
+		c.setLIFDefaults,
+		c.setDataPlaneDefaults,
+	} {
+		if err := phase(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setIdentityDefaults fills the cluster, SVM, credentials and ONTAP version.
+func (c *Config) setIdentityDefaults() error {
 	if c.ClusterName == "" {
 		c.ClusterName = "sim-cluster"
 	}
@@ -120,6 +138,12 @@ func (c *Config) setDefaults() error {
 	if !versionRE.MatchString(c.ONTAPVersion) {
 		return fmt.Errorf("ONTAP version %q: want generation.major.minor, e.g. 9.15.1", c.ONTAPVersion)
 	}
+	return nil
+}
+
+// setTopologyDefaults fills the node count, LUN limit and aggregates, and
+// checks that every aggregate lives on an existing node.
+func (c *Config) setTopologyDefaults() error {
 	if c.Nodes == 0 {
 		c.Nodes = 2
 	}
@@ -149,6 +173,12 @@ func (c *Config) setDefaults() error {
 			a.DiskType = "ssd"
 		}
 	}
+	return nil
+}
+
+// setLIFDefaults fills the NFS LIF and one iSCSI LIF per node; it runs after
+// setTopologyDefaults because it needs the node count.
+func (c *Config) setLIFDefaults() error {
 	if len(c.NFSLIFs) == 0 {
 		c.NFSLIFs = []string{"127.0.0.10"}
 	}
@@ -162,6 +192,12 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("data LIF %q is not an IP address", ip)
 		}
 	}
+	return nil
+}
+
+// setDataPlaneDefaults picks the data plane, its roots and the job and idle
+// timeouts.
+func (c *Config) setDataPlaneDefaults() error {
 	switch c.DataPlane {
 	case "":
 		c.DataPlane = DataPlaneFile

@@ -116,7 +116,15 @@ func TestNFSExportDataPlane(t *testing.T) {
 	}
 }
 
-func TestISCSIDataPlane(t *testing.T) {
+// iscsiPlane is a four-node simulator whose volume "v" (on node 1) holds two
+// LUNs mapped to one initiator's igroup.
+type iscsiPlane struct {
+	a         *testAPI
+	info      Info
+	initiator string
+}
+
+func newISCSIPlane(t *testing.T) *iscsiPlane {
 	a := newTestSim(t, Config{Nodes: 4})
 	info := a.sim.Info()
 	if len(info.ISCSILIFs) != 4 {
@@ -129,16 +137,34 @@ func TestISCSIDataPlane(t *testing.T) {
 	a.createIgroup("node1-ig", initiator)
 	a.mapLUN("/vol/v/lun0", "node1-ig")
 	a.mapLUN("/vol/v/lun1", "node1-ig")
+	return &iscsiPlane{a: a, info: info, initiator: initiator}
+}
 
-	login := func(portal string, chap map[string]any) (int, map[string]any) {
-		body := map[string]any{"initiator": initiator, "portal": portal, "target": info.TargetIQN}
-		if chap != nil {
-			body["chap"] = chap
-		}
-		return a.simCall("POST", "/sim/iscsi/login", body)
+// login logs the fixture's initiator in to the cluster's target via portal.
+func (p *iscsiPlane) login(portal string, chap map[string]any) (int, map[string]any) {
+	body := map[string]any{"initiator": p.initiator, "portal": portal, "target": p.info.TargetIQN}
+	if chap != nil {
+		body["chap"] = chap
 	}
+	return p.a.simCall("POST", "/sim/iscsi/login", body)
+}
+
+// The phases share one simulator and run in order: the rescan resizes LUN 0
+// and the CHAP phase changes the SVM's credentials.
+func TestISCSIDataPlane(t *testing.T) {
+	p := newISCSIPlane(t)
+	lun := checkISCSIReportingNodes(t, p)
+	checkISCSILoginErrors(t, p)
+	checkISCSIRescan(t, p, lun)
+	checkISCSICHAP(t, p)
+}
+
+// checkISCSIReportingNodes checks which portals report the LUNs (selective
+// LUN map) and what a login reports about LUN 0, which it returns.
+func checkISCSIReportingNodes(t *testing.T, p *iscsiPlane) LUNInfo {
+	a, info := p.a, p.info
 	// The volume is on node 1 (aggr1): node 1 and its partner report it.
-	st, body := login(info.ISCSILIFs[0]+":3260", nil)
+	st, body := p.login(info.ISCSILIFs[0]+":3260", nil)
 	if st != 200 {
 		t.Fatalf("login: %d %v", st, body)
 	}
@@ -152,43 +178,57 @@ func TestISCSIDataPlane(t *testing.T) {
 		l0["volume"] != "v" || l0["path"] != "/vol/v/lun0" || l0["wwid"] != "3600a0980"+l0["serialHex"].(string) {
 		t.Fatalf("lun 0: %v", l0)
 	}
-	if st, body := login(info.ISCSILIFs[1], nil); st != 200 || len(body["luns"].([]any)) != 2 {
+	if st, body := p.login(info.ISCSILIFs[1], nil); st != 200 || len(body["luns"].([]any)) != 2 {
 		t.Fatalf("partner portal: %d %v", st, body)
 	}
 	// Node 3 is not a reporting node (SLM) until added.
-	if st, body := login(info.ISCSILIFs[2], nil); st != 200 || len(body["luns"].([]any)) != 0 {
+	if st, body := p.login(info.ISCSILIFs[2], nil); st != 200 || len(body["luns"].([]any)) != 0 {
 		t.Fatalf("non-reporting portal: %d %v", st, body)
 	}
 	g := a.sim.IGroups()[0]
 	a.must(201, "POST", "/api/protocols/san/lun-maps/"+lun.UUID+"/"+g.UUID+"/reporting-nodes", map[string]any{"name": "sim-cluster-03"})
-	if st, body := login(info.ISCSILIFs[2], nil); st != 200 || len(body["luns"].([]any)) != 1 {
+	if st, body := p.login(info.ISCSILIFs[2], nil); st != 200 || len(body["luns"].([]any)) != 1 {
 		t.Fatalf("after adding node 3: %d %v", st, body)
 	}
-	// Errors.
-	if st, _ := a.simCall("POST", "/sim/iscsi/login", map[string]any{"initiator": initiator, "portal": info.ISCSILIFs[0], "target": "iqn.2000-01.com.example:x"}); st != 404 {
+	return lun
+}
+
+// checkISCSILoginErrors checks logins to a wrong target or portal, and by an
+// initiator that no igroup holds.
+func checkISCSILoginErrors(t *testing.T, p *iscsiPlane) {
+	info := p.info
+	if st, _ := p.a.simCall("POST", "/sim/iscsi/login", map[string]any{"initiator": p.initiator, "portal": info.ISCSILIFs[0], "target": "iqn.2000-01.com.example:x"}); st != 404 {
 		t.Fatalf("unknown target: %d", st)
 	}
-	if st, _ := login(info.NFSLIFs[0], nil); st != 404 {
+	if st, _ := p.login(info.NFSLIFs[0], nil); st != 404 {
 		t.Fatalf("NFS LIF as portal: %d", st)
 	}
-	if st, _ := login(info.ISCSILIFs[0]+":3261", nil); st != 404 {
+	if st, _ := p.login(info.ISCSILIFs[0]+":3261", nil); st != 404 {
 		t.Fatalf("wrong port: %d", st)
 	}
-	if st, body := a.simCall("POST", "/sim/iscsi/login", map[string]any{"initiator": "iqn.2020-01.io.test:stranger", "portal": info.ISCSILIFs[0], "target": info.TargetIQN}); st != 200 || len(body["luns"].([]any)) != 0 {
+	if st, body := p.a.simCall("POST", "/sim/iscsi/login", map[string]any{"initiator": "iqn.2020-01.io.test:stranger", "portal": info.ISCSILIFs[0], "target": info.TargetIQN}); st != 200 || len(body["luns"].([]any)) != 0 {
 		t.Fatalf("unmapped initiator: %d %v", st, body)
 	}
+}
 
-	// Rescan sees a resize.
-	a.must(200, "PATCH", "/api/storage/luns/"+lun.UUID, map[string]any{"space": map[string]any{"size": 64 * mib}})
-	q := url.Values{"initiator": {initiator}, "portal": {info.ISCSILIFs[0]}, "target": {info.TargetIQN}}
-	st, body = a.simCall("GET", "/sim/iscsi/luns?"+q.Encode(), nil)
+// checkISCSIRescan checks that a rescan sees lun resized.
+func checkISCSIRescan(t *testing.T, p *iscsiPlane, lun LUNInfo) {
+	p.a.must(200, "PATCH", "/api/storage/luns/"+lun.UUID, map[string]any{"space": map[string]any{"size": 64 * mib}})
+	q := url.Values{"initiator": {p.initiator}, "portal": {p.info.ISCSILIFs[0]}, "target": {p.info.TargetIQN}}
+	st, body := p.a.simCall("GET", "/sim/iscsi/luns?"+q.Encode(), nil)
 	if st != 200 || body["luns"].([]any)[0].(map[string]any)["sizeBytes"] != float64(64*mib) {
 		t.Fatalf("rescan: %d %v", st, body)
 	}
+}
 
-	// CHAP on the default credential, then mutual CHAP.
-	cred := "/api/protocols/san/iscsi/credentials/" + info.SVMUUID + "/default"
+// checkISCSICHAP checks CHAP on the default credential, then mutual CHAP,
+// then a per-initiator credential that overrides the default.
+func checkISCSICHAP(t *testing.T, p *iscsiPlane) {
+	a, portal := p.a, p.info.ISCSILIFs[0]
+	cred := "/api/protocols/san/iscsi/credentials/" + p.info.SVMUUID + "/default"
 	a.must(200, "PATCH", cred, map[string]any{"authentication_type": "chap", "chap": map[string]any{"inbound": map[string]any{"user": "iu", "password": "initiatorsecret"}}})
+	inbound := map[string]any{"username": "iu", "secret": "initiatorsecret"}
+	mutual := map[string]any{"username": "iu", "secret": "initiatorsecret", "targetUsername": "tu", "targetSecret": "targetsecret"}
 	chapTests := []struct {
 		name   string
 		chap   map[string]any
@@ -197,28 +237,28 @@ func TestISCSIDataPlane(t *testing.T) {
 		{"missing", nil, 401},
 		{"wrong secret", map[string]any{"username": "iu", "secret": "nope"}, 401},
 		{"wrong user", map[string]any{"username": "x", "secret": "initiatorsecret"}, 401},
-		{"mutual not configured", map[string]any{"username": "iu", "secret": "initiatorsecret", "targetUsername": "tu", "targetSecret": "targetsecret"}, 401},
-		{"right", map[string]any{"username": "iu", "secret": "initiatorsecret"}, 200},
+		{"mutual not configured", mutual, 401},
+		{"right", inbound, 200},
 	}
 	for _, tt := range chapTests {
 		t.Run("chap "+tt.name, func(t *testing.T) {
 			a.t = t
-			if st, body := login(info.ISCSILIFs[0], tt.chap); st != tt.status {
+			if st, body := p.login(portal, tt.chap); st != tt.status {
 				t.Fatalf("status %d, want %d: %v", st, tt.status, body)
 			}
 		})
 	}
 	a.t = t
 	a.must(200, "PATCH", cred, map[string]any{"chap": map[string]any{"outbound": map[string]any{"user": "tu", "password": "targetsecret"}}})
-	if st, _ := login(info.ISCSILIFs[0], map[string]any{"username": "iu", "secret": "initiatorsecret"}); st != 401 {
+	if st, _ := p.login(portal, inbound); st != 401 {
 		t.Fatalf("mutual CHAP without target creds: %d", st)
 	}
-	if st, _ := login(info.ISCSILIFs[0], map[string]any{"username": "iu", "secret": "initiatorsecret", "targetUsername": "tu", "targetSecret": "targetsecret"}); st != 200 {
+	if st, _ := p.login(portal, mutual); st != 200 {
 		t.Fatalf("mutual CHAP: %d", st)
 	}
 	// A per-initiator credential wins over the default.
-	a.must(201, "POST", "/api/protocols/san/iscsi/credentials", map[string]any{"svm": map[string]any{"name": "svm0"}, "initiator": initiator, "authentication_type": "deny"})
-	if st, _ := login(info.ISCSILIFs[0], map[string]any{"username": "iu", "secret": "initiatorsecret", "targetUsername": "tu", "targetSecret": "targetsecret"}); st != 401 {
+	a.must(201, "POST", "/api/protocols/san/iscsi/credentials", map[string]any{"svm": map[string]any{"name": "svm0"}, "initiator": p.initiator, "authentication_type": "deny"})
+	if st, _ := p.login(portal, mutual); st != 401 {
 		t.Fatalf("denied initiator: %d", st)
 	}
 }

@@ -67,30 +67,57 @@ func volBody(name string) map[string]any {
 		"guarantee": map[string]any{"type": "none"}}
 }
 
-func TestFaultKinds(t *testing.T) {
-	a := faultAPI(t, Config{})
-	set := func(spec string) {
-		t.Helper()
+// faultSim is one simulator that a sequence of subtests injects faults into;
+// its fault counters add up over all of them.
+type faultSim struct{ a *testAPI }
+
+// run runs check as subtest name with spec as the only fault rules.
+func (f *faultSim) run(t *testing.T, name, spec string, check func(t *testing.T)) {
+	t.Run(name, func(t *testing.T) {
+		f.a.t = t
 		rules, err := ParseFaults(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.sim.SetFaults(rules)
-	}
-	rawDo := func(method, path string, body map[string]any) error {
-		t.Helper()
-		req, _ := http.NewRequest(method, a.base+path, strings.NewReader(mustJSON(t, body)))
-		req.SetBasicAuth(a.user, a.pass)
-		res, err := a.hc.Do(req)
-		if err == nil {
-			res.Body.Close()
-		}
-		return err
-	}
+		f.a.sim.SetFaults(rules)
+		check(t)
+	})
+	f.a.t = t
+}
 
-	t.Run("429 before the change", func(t *testing.T) {
-		a.t = t
-		set("POST /storage/volumes=1:429:3")
+// rawDo sends one request and reports only whether the connection failed.
+func (f *faultSim) rawDo(t *testing.T, method, path string, body map[string]any) error {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.a.base+path, strings.NewReader(mustJSON(t, body)))
+	req.SetBasicAuth(f.a.user, f.a.pass)
+	res, err := f.a.hc.Do(req)
+	if err == nil {
+		res.Body.Close()
+	}
+	return err
+}
+
+func TestFaultKinds(t *testing.T) {
+	f := &faultSim{a: faultAPI(t, Config{})}
+	checkErrorReplyFaults(t, f)
+	checkDropFaults(t, f)
+	checkJobFaults(t, f)
+	f.run(t, "limit and prefix", "* /protocols/san/*=1:503@2", func(t *testing.T) {
+		f.a.must(200, "GET", "/api/storage/volumes", nil)
+		f.a.wantErr(503, codeResourceLimit, "GET", "/api/protocols/san/igroups", nil)
+		f.a.wantErr(503, codeResourceLimit, "GET", "/api/protocols/san/lun-maps", nil)
+		f.a.must(200, "GET", "/api/protocols/san/igroups", nil)
+	})
+	if st := f.a.sim.Stats(); st.Faults < 9 || st.Endpoints["POST /api/storage/volumes"].Faults < 5 {
+		t.Fatalf("fault counters %+v", st)
+	}
+}
+
+// checkErrorReplyFaults checks the faults that answer with an ONTAP error
+// instead of running the request.
+func checkErrorReplyFaults(t *testing.T, f *faultSim) {
+	a := f.a
+	f.run(t, "429 before the change", "POST /storage/volumes=1:429:3", func(t *testing.T) {
 		r := a.wantErr(429, codeTooManyRequests, "POST", "/api/storage/volumes?return_timeout=10", volBody("f429"))
 		if r.header.Get("Retry-After") != "3" {
 			t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
@@ -99,42 +126,43 @@ func TestFaultKinds(t *testing.T) {
 			t.Fatal("state changed")
 		}
 	})
-	t.Run("503", func(t *testing.T) {
-		a.t = t
-		set("POST /api/storage/volumes=1:503")
+	f.run(t, "503", "POST /api/storage/volumes=1:503", func(t *testing.T) {
 		a.wantErr(503, codeResourceLimit, "POST", "/api/storage/volumes", volBody("f503"))
 	})
-	t.Run("locked", func(t *testing.T) {
-		a.t = t
-		set("PATCH /storage/volumes/{uuid}=1:locked")
+	f.run(t, "locked", "PATCH /storage/volumes/{uuid}=1:locked", func(t *testing.T) {
 		r := a.wantErr(503, codeInUse, "PATCH", "/api/storage/volumes/"+a.volumeUUID("svm0_root"), map[string]any{"comment": "x"})
 		if !strings.Contains(r.errMessage(), "temporarily locked") {
 			t.Fatal(r.raw)
 		}
 	})
-	t.Run("drop before the change", func(t *testing.T) {
-		a.t = t
-		set("POST /storage/volumes=1:eof")
-		if err := rawDo("POST", "/api/storage/volumes?return_timeout=10", volBody("feof")); err == nil {
+}
+
+// checkDropFaults checks that a dropped connection leaves the state alone
+// and a drop after commit does not.
+func checkDropFaults(t *testing.T, f *faultSim) {
+	f.run(t, "drop before the change", "POST /storage/volumes=1:eof", func(t *testing.T) {
+		if err := f.rawDo(t, "POST", "/api/storage/volumes?return_timeout=10", volBody("feof")); err == nil {
 			t.Fatal("want a connection error")
 		}
-		if _, ok := a.sim.Volume("feof"); ok {
+		if _, ok := f.a.sim.Volume("feof"); ok {
 			t.Fatal("state changed")
 		}
 	})
-	t.Run("drop after commit", func(t *testing.T) {
-		a.t = t
-		set("POST /storage/volumes=1:eof-after")
-		if err := rawDo("POST", "/api/storage/volumes?return_timeout=10", volBody("fafter")); err == nil {
+	f.run(t, "drop after commit", "POST /storage/volumes=1:eof-after", func(t *testing.T) {
+		if err := f.rawDo(t, "POST", "/api/storage/volumes?return_timeout=10", volBody("fafter")); err == nil {
 			t.Fatal("want a connection error")
 		}
-		if _, ok := a.sim.Volume("fafter"); !ok {
+		if _, ok := f.a.sim.Volume("fafter"); !ok {
 			t.Fatal("the request should have taken effect")
 		}
 	})
-	t.Run("job failure on an async endpoint", func(t *testing.T) {
-		a.t = t
-		set("POST /storage/volumes=1:job:524486")
+}
+
+// checkJobFaults checks a job fault on an endpoint that answers with a job
+// and on one that answers synchronously with the job's error.
+func checkJobFaults(t *testing.T, f *faultSim) {
+	a := f.a
+	f.run(t, "job failure on an async endpoint", "POST /storage/volumes=1:job:524486", func(t *testing.T) {
 		r := a.must(202, "POST", "/api/storage/volumes", volBody("fjob"))
 		j := waitJob(t, a, r)
 		if j["state"] != "failure" || j["code"] != float64(524486) {
@@ -147,26 +175,12 @@ func TestFaultKinds(t *testing.T) {
 		// The name was not left reserved.
 		a.must(201, "POST", "/api/storage/volumes?return_timeout=10", volBody("fjob"))
 	})
-	t.Run("job failure on a sync endpoint", func(t *testing.T) {
-		a.t = t
-		set("POST /protocols/san/igroups=1:job:5374023")
+	f.run(t, "job failure on a sync endpoint", "POST /protocols/san/igroups=1:job:5374023", func(t *testing.T) {
 		a.wantErr(409, codeIgroupExists, "POST", "/api/protocols/san/igroups", map[string]any{"name": "g", "os_type": "linux", "svm": map[string]any{"name": "svm0"}})
 		if len(a.sim.IGroups()) != 0 {
 			t.Fatal("state changed")
 		}
 	})
-	t.Run("limit and prefix", func(t *testing.T) {
-		a.t = t
-		set("* /protocols/san/*=1:503@2")
-		a.must(200, "GET", "/api/storage/volumes", nil)
-		a.wantErr(503, codeResourceLimit, "GET", "/api/protocols/san/igroups", nil)
-		a.wantErr(503, codeResourceLimit, "GET", "/api/protocols/san/lun-maps", nil)
-		a.must(200, "GET", "/api/protocols/san/igroups", nil)
-	})
-	a.t = t
-	if st := a.sim.Stats(); st.Faults < 9 || st.Endpoints["POST /api/storage/volumes"].Faults < 5 {
-		t.Fatalf("fault counters %+v", st)
-	}
 }
 
 func TestFaultRateIsSeeded(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 
 var lunMapResource = &resource{
 	schema: newSchema(`svm.name svm.uuid lun.name lun.uuid lun.node.name lun.node.uuid igroup.name igroup.uuid
-		igroup.os_type igroup.protocol igroup.initiators.name logical_unit_number reporting_nodes.name
+		igroup.os_type igroup.protocol igroup.initiators logical_unit_number reporting_nodes.name
 		reporting_nodes.uuid _links`),
 	keys:    []string{"svm.name", "svm.uuid", "lun.name", "lun.uuid", "igroup.name", "igroup.uuid"},
 	sortKey: "_links.self.href", // unique per map; the cursor is opaque to clients
@@ -20,7 +20,10 @@ var reportingNodeResource = &resource{
 	sortKey: "name",
 }
 
-var lunMapPostFields = newSchema(`svm.name svm.uuid lun.name lun.uuid igroup.name igroup.uuid logical_unit_number`)
+var (
+	lunMapPostFields        = newSchema(`svm.name svm.uuid lun.name lun.uuid igroup.name igroup.uuid logical_unit_number`)
+	reportingNodePostFields = newSchema("name uuid")
+)
 
 const maxLUNID = 4095
 
@@ -31,9 +34,11 @@ func (s *Simulator) renderLunMap(lm *lunMapState) map[string]any {
 	if n := m.lunNode(l); n != nil {
 		lun["node"] = map[string]any{"name": n.Name, "uuid": n.UUID}
 	}
+	// A lun-map's igroup.initiators is a list of names (ONTAP's
+	// lun_map schema), unlike an igroup's initiators, which are objects.
 	var inits []any
 	for _, i := range g.Initiators {
-		inits = append(inits, map[string]any{"name": i.Name})
+		inits = append(inits, i.Name)
 	}
 	ig := map[string]any{"name": g.Name, "uuid": g.UUID, "os_type": g.OSType, "protocol": g.Protocol}
 	if inits != nil {
@@ -328,7 +333,7 @@ func (s *Simulator) postReportingNode(c *call) (*reply, *apiError) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkBody(newSchema("name uuid"), reportingNodeResource); err != nil {
+	if err := c.checkBody(reportingNodePostFields, reportingNodeResource); err != nil {
 		return nil, err
 	}
 	name, hasName := c.body.str("name")

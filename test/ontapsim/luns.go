@@ -32,6 +32,11 @@ var lunPostFields = newSchema(`name svm.name svm.uuid location.logical_unit loca
 	space.scsi_thin_provisioning_support_enabled comment qos_policy.name qos_policy.uuid enabled
 	clone.source.name clone.source.uuid attributes.name attributes.value`)
 
+var (
+	lunAttrPostFields  = newSchema("name value")
+	lunAttrPatchFields = newSchema("value")
+)
+
 var lunPatchFields = newSchema(`name space.size space.guarantee.requested comment qos_policy.name qos_policy.uuid enabled`)
 
 var lunOSTypes = []string{"aix", "hpux", "hyper_v", "linux", "netware", "openvms", "solaris", "solaris_efi",
@@ -707,7 +712,7 @@ func (s *Simulator) postLUNAttr(c *call) (*reply, *apiError) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkBody(newSchema("name value"), lunAttrResource); err != nil {
+	if err := c.checkBody(lunAttrPostFields, lunAttrResource); err != nil {
 		return nil, err
 	}
 	name, _ := c.body.str("name")
@@ -733,7 +738,7 @@ func (s *Simulator) patchLUNAttr(c *call) (*reply, *apiError) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.patchBody(newSchema("value"), lunAttrResource); err != nil {
+	if err := c.patchBody(lunAttrPatchFields, lunAttrResource); err != nil {
 		return nil, err
 	}
 	value, _ := c.body.str("value")

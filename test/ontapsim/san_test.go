@@ -192,6 +192,15 @@ func TestIgroupsAndInitiators(t *testing.T) {
 	a.wantErr(404, codeIgroupNotFound, "GET", "/api/protocols/san/igroups/"+uuid, nil)
 }
 
+// postLUNMap maps lun to igroup ig, at id unless it is nil.
+func (a *testAPI) postLUNMap(lun, ig string, id any) resp {
+	b := map[string]any{"lun": map[string]any{"name": lun}, "igroup": map[string]any{"name": ig}, "svm": map[string]any{"name": "svm0"}}
+	if id != nil {
+		b["logical_unit_number"] = id
+	}
+	return a.do("POST", "/api/protocols/san/lun-maps?return_records=true", b)
+}
+
 func TestLUNMapIDs(t *testing.T) {
 	a := newTestSim(t, Config{})
 	a.createVolume(map[string]any{"name": "v", "size": "1GB", "guarantee": map[string]any{"type": "none"}})
@@ -213,13 +222,7 @@ func TestLUNMapIDs(t *testing.T) {
 	if id := a.mapLUN("/vol/v/lun3", "ga"); id != 1 {
 		t.Fatalf("reused id %d, want 1", id)
 	}
-	post := func(lun, ig string, id any) resp {
-		b := map[string]any{"lun": map[string]any{"name": lun}, "igroup": map[string]any{"name": ig}, "svm": map[string]any{"name": "svm0"}}
-		if id != nil {
-			b["logical_unit_number"] = id
-		}
-		return a.do("POST", "/api/protocols/san/lun-maps?return_records=true", b)
-	}
+	post := a.postLUNMap
 	if r := post("/vol/v/lun0", "ga", nil); r.status != 409 || r.errCode() != itoa64(codeMapDuplicate) {
 		t.Fatalf("duplicate map: %s", r.raw)
 	}
@@ -240,8 +243,14 @@ func TestLUNMapIDs(t *testing.T) {
 	if r := post("/vol/v/lun1", "ga", 7); r.status != 201 || r.records()[0]["logical_unit_number"] != float64(7) {
 		t.Fatalf("explicit id: %s", r.raw)
 	}
+	lunMapIDsAcrossIgroups(t, a, nodeA)
+	lunMapLookups(t, a, nodeA)
+}
 
-	// IDs are unique per initiator across igroups: gb shares nodeA.
+// lunMapIDsAcrossIgroups: IDs are unique per initiator across igroups.
+func lunMapIDsAcrossIgroups(t *testing.T, a *testAPI, nodeA string) {
+	post := a.postLUNMap
+	// gb shares nodeA.
 	a.createIgroup("gb", nodeA)
 	a.createVolume(map[string]any{"name": "w", "size": "1GB", "guarantee": map[string]any{"type": "none"}})
 	a.createLUN("/vol/w/lun0", mib)
@@ -261,12 +270,23 @@ func TestLUNMapIDs(t *testing.T) {
 		t.Fatalf("igroups: %+v", a.sim.IGroups())
 	}
 	a.wantErr(409, codeInitiatorSameLUNID, "POST", "/api/protocols/san/igroups/"+gc.UUID+"/initiators", map[string]any{"name": nodeA})
+}
 
-	// Trident's lookups: filter by names, ask for the hyphenated field.
+// lunMapLookups: Trident's lookups filter by names and ask for the
+// hyphenated field.
+func lunMapLookups(t *testing.T, a *testAPI, nodeA string) {
 	r := a.must(200, "GET", "/api/protocols/san/lun-maps?lun.name=/vol/v/lun0&igroup.name=ga&fields=svm,lun,igroup,logical-unit-number", nil)
 	if recs := r.records(); len(recs) != 1 || recs[0]["logical_unit_number"] != float64(0) || dig(recs[0], "svm.name") != "svm0" {
 		t.Fatalf("lun-map lookup: %s", r.raw)
 	}
+	// A lun-map's igroup.initiators is a list of names in ONTAP's lun_map
+	// schema (an igroup's own initiators are objects), so ONTAP refuses a
+	// field below it.
+	r = a.must(200, "GET", "/api/protocols/san/lun-maps?igroup.name=ga&fields=igroup.initiators", nil)
+	if recs := r.records(); len(recs) == 0 || fmt.Sprint(dig(recs[0], "igroup.initiators")) != "["+nodeA+"]" {
+		t.Fatalf("lun-map igroup.initiators: %s", r.raw)
+	}
+	a.wantErr(400, codeInvalidValue, "GET", "/api/protocols/san/lun-maps?fields=igroup.initiators.name", nil)
 }
 
 func TestReportingNodes(t *testing.T) {

@@ -24,10 +24,21 @@ func readFile(t *testing.T, path string) string {
 	return string(data)
 }
 
+// The phases share volume "parent" and run in order: each one depends on
+// the snapshots and clones the previous ones left.
 func TestSnapshotsAndClones(t *testing.T) {
 	a := newTestSim(t, Config{})
-	thin := map[string]any{"type": "none"}
-	parent := a.createVolume(map[string]any{"name": "parent", "size": "1GB", "guarantee": thin})
+	parent := a.createVolume(map[string]any{"name": "parent", "size": "1GB", "guarantee": map[string]any{"type": "none"}})
+	snapUUID := checkSnapshotCreate(t, a, parent)
+	cloneUUID := checkFlexCloneFromSnapshot(t, a, parent)
+	checkCloneDependenciesAndSplit(t, a, parent, snapUUID, cloneUUID)
+	checkCloneWithoutSnapshot(t, a, parent)
+}
+
+// checkSnapshotCreate takes snapshot snap1 of the parent while hello.txt
+// reads "v1", then writes "v2", and checks the snapshot API's answers. It
+// returns snap1's UUID.
+func checkSnapshotCreate(t *testing.T, a *testAPI, parent string) string {
 	pv, _ := a.sim.Volume("parent")
 	writeFile(t, pv.Directory, "hello.txt", "v1")
 	snaps := "/api/storage/volumes/" + parent + "/snapshots"
@@ -51,8 +62,12 @@ func TestSnapshotsAndClones(t *testing.T) {
 	a.wantErr(409, codeSnapDuplicate, "POST", snaps+"?return_timeout=10", map[string]any{"name": "snap1"})
 	a.wantErr(400, codeSnapNameInvalid, "POST", snaps, map[string]any{"name": "bad name"})
 	a.wantErr(404, codeNotFound, "GET", snaps+"/nope", nil)
+	return snapUUID
+}
 
-	// FlexClone from the snapshot sees the snapshot's data, not today's.
+// checkFlexCloneFromSnapshot creates clone1 from snap1 and checks that it
+// sees the snapshot's data, not today's; it returns clone1's UUID.
+func checkFlexCloneFromSnapshot(t *testing.T, a *testAPI, parent string) string {
 	a.must(201, "POST", "/api/storage/volumes?return_timeout=10&return_records=true", map[string]any{
 		"name": "clone1", "svm": map[string]any{"uuid": a.svmUUID()},
 		"clone": map[string]any{"parent_volume": map[string]any{"name": "parent"}, "parent_snapshot": map[string]any{"name": "snap1"}, "is_flexclone": true},
@@ -78,26 +93,34 @@ func TestSnapshotsAndClones(t *testing.T) {
 	a.wantErr(404, codeParentVolNotFound, "POST", "/api/storage/volumes?return_timeout=10", map[string]any{
 		"name": "clone2", "svm": map[string]any{"name": "svm0"}, "clone": map[string]any{"parent_volume": map[string]any{"name": "nope"}},
 	})
+	return cv.UUID
+}
 
-	// Dependencies: busy snapshot, parent with clones.
-	r = a.wantErr(409, codeSnapBusy, "DELETE", snaps+"/"+snapUUID+"?return_timeout=10", nil)
+// checkCloneDependenciesAndSplit checks that the clone keeps its snapshot
+// busy and its parent undeletable until a split makes it independent.
+func checkCloneDependenciesAndSplit(t *testing.T, a *testAPI, parent, snapUUID, cloneUUID string) {
+	snaps := "/api/storage/volumes/" + parent + "/snapshots"
+	r := a.wantErr(409, codeSnapBusy, "DELETE", snaps+"/"+snapUUID+"?return_timeout=10", nil)
 	if !strings.Contains(r.errMessage(), "has not expired or is locked") {
 		t.Fatal(r.raw)
 	}
 	a.wantErr(409, codeVolHasClones, "DELETE", "/api/storage/volumes/"+parent+"?return_timeout=10&force=true", nil)
 
 	// Split: the clone becomes independent, and the dependencies go away.
-	a.must(200, "PATCH", "/api/storage/volumes/"+cv.UUID+"?return_timeout=10", map[string]any{"clone": map[string]any{"split_initiated": true}})
-	if g := a.must(200, "GET", "/api/storage/volumes/"+cv.UUID+"?fields=clone", nil).body; dig(g, "clone.is_flexclone") != false {
+	a.must(200, "PATCH", "/api/storage/volumes/"+cloneUUID+"?return_timeout=10", map[string]any{"clone": map[string]any{"split_initiated": true}})
+	if g := a.must(200, "GET", "/api/storage/volumes/"+cloneUUID+"?fields=clone", nil).body; dig(g, "clone.is_flexclone") != false {
 		t.Fatalf("after split: %v", g)
 	}
-	a.wantErr(400, codeInvalidValue, "PATCH", "/api/storage/volumes/"+cv.UUID, map[string]any{"clone": map[string]any{"split_initiated": true}})
+	a.wantErr(400, codeInvalidValue, "PATCH", "/api/storage/volumes/"+cloneUUID, map[string]any{"clone": map[string]any{"split_initiated": true}})
 	a.must(200, "DELETE", snaps+"/"+snapUUID+"?return_timeout=10", nil)
 	if _, err := os.Stat(a.sim.snapshotDir(snapUUID)); !os.IsNotExist(err) {
 		t.Fatalf("snapshot data left: %v", err)
 	}
+}
 
-	// A clone without a parent snapshot takes one.
+// checkCloneWithoutSnapshot checks that a clone without a parent snapshot
+// takes one of today's data, and that deleting the clone frees it.
+func checkCloneWithoutSnapshot(t *testing.T, a *testAPI, parent string) {
 	a.must(201, "POST", "/api/storage/volumes?return_timeout=10", map[string]any{
 		"name": "clone3", "svm": map[string]any{"name": "svm0"}, "clone": map[string]any{"parent_volume": map[string]any{"name": "parent"}},
 	})

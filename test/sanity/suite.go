@@ -25,16 +25,28 @@ import (
 // Afterwards nothing csi-sanity made may be left: no volume, LUN, igroup or
 // export policy on ONTAP, no mount, tracking file, iSCSI session or loop
 // device on the node.
+//
+// On a real kernel (plugintest.RealKernel, the VM of test/vm) the same
+// runs with no shims: the simulator's LUNs and exports are LIO's and
+// nfsd's, the plugin runs the host's iscsiadm, multipathd and mount.nfs,
+// and the node's first address is the VM's node address.
 func Run(t *testing.T, driver string) {
 	plugintest.RequireRoot(t)
 	roots := plugintest.NewRoots(t)
 	s := plugintest.StartSim(t, roots, ontapsim.Config{})
+	nodeIPs, extra := NodeIPs, map[string]any(nil)
+	if plugintest.RealKernel() {
+		nodeIPs = []string{plugintest.RealKernelNodeIP, NodeIPs[1]}
+		if driver == config.DriverONTAPNAS {
+			extra = map[string]any{"autoExportCIDRs": []string{plugintest.RealKernelNodeIP + "/32"}}
+		}
+	}
 	o := plugintest.Options{
 		Roots:    roots,
 		Sim:      s,
-		Backends: []string{plugintest.WriteBackendConfig(t, roots.Root, s.Simulator, driver, backendKeys(driver, nil))},
+		Backends: []string{plugintest.WriteBackendConfig(t, roots.Root, s.Simulator, driver, backendKeys(driver, extra))},
 		NodeID:   NodeID,
-		NodeIPs:  NodeIPs,
+		NodeIPs:  nodeIPs,
 		// VOLUME_ACCESSIBILITY_CONSTRAINTS is advertised: csi-sanity
 		// wants NodeGetInfo to report a topology.
 		Topology: "topology.kubernetes.io/zone=zone-a",

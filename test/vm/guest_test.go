@@ -1,17 +1,30 @@
 package vm
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
-// The guest tests (test/vm/guest) run in the VM, with the binaries they
-// drive: make vm builds them into $ONTAP_CSI_VM_BIN; without it they are
+// The binaries the guest suites run, by their name in the VM's /host/in:
+// make vm builds them (static) into $ONTAP_CSI_VM_BIN; without it they are
 // built here, once per test process.
+var guestPrograms = []struct{ name, kind, pkg, tags string }{
+	{"ontap-csi", "build", "../../cmd/ontap-csi", ""},
+	{"ontap-csi-crashpoints", "build", "../../cmd/ontap-csi", "crashpoints"},
+	{"guest.test", "test", "./guest", ""},
+	{"e2e.test", "test", "../e2e", ""},
+	{"sanity-nas.test", "test", "../sanity/nas", ""},
+	{"sanity-san.test", "test", "../sanity/san", ""},
+}
+
 var guestBins struct {
 	sync.Mutex
 	dir   string
@@ -38,64 +51,179 @@ func guestBinaries(t *testing.T) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range [][]string{
-			{"build", "-o", filepath.Join(dir, "ontap-csi"), "../../cmd/ontap-csi"},
-			{"build", "-o", filepath.Join(dir, "ontap-sim"), "../../cmd/ontap-sim"},
-			{"test", "-c", "-o", filepath.Join(dir, "guest.test"), "./guest"},
-		} {
-			cmd := exec.Command("go", b...)
+		guestBins.dir, guestBins.built = dir, true
+		for _, p := range guestPrograms {
+			args := []string{p.kind, "-o", filepath.Join(dir, p.name)}
+			if p.kind == "test" {
+				args = []string{"test", "-c", "-o", filepath.Join(dir, p.name)}
+			}
+			if p.tags != "" {
+				args = append(args, "-tags", p.tags)
+			}
+			cmd := exec.Command("go", append(args, p.pkg)...)
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {
-				os.RemoveAll(dir)
-				t.Fatalf("go %s: %v\n%s", strings.Join(b, " "), err, out)
+				t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
 		}
-		guestBins.dir, guestBins.built = dir, true
 	}
-	files := map[string]string{}
-	for _, name := range []string{"ontap-csi", "ontap-sim", "guest.test"} {
-		files[name] = filepath.Join(guestBins.dir, name)
+	files := map[string]string{"lio-multipath.sh": "testdata/lio-multipath.sh"}
+	for _, p := range guestPrograms {
+		files[p.name] = filepath.Join(guestBins.dir, p.name)
 	}
 	return files
 }
 
-// runGuest runs one guest test in a VM and fails with its logs if it does.
-func runGuest(t *testing.T, name string) {
-	t.Helper()
-	Available(t)
-	res := Run(t, Options{
-		Files:   guestBinaries(t),
-		Command: []string{"/host/in/guest.test", "-test.run=^" + name + "$", "-test.v", "-test.count=1", "-test.timeout=12m"},
-		Env:     []string{"ONTAP_CSI_VM_GUEST=/host/in", "ONTAP_CSI_VM_OUT=/host/out"},
-	})
-	if res.ExitCode != 0 || !strings.Contains(res.Output, "--- PASS: "+name) {
-		var logs strings.Builder
-		for _, f := range []string{"ontap-csi.log", "ontap-sim.log", "dmesg.log"} {
-			b, _ := os.ReadFile(filepath.Join(res.OutDir, f))
-			logs.WriteString("\n--- " + f + " (tail) ---\n" + tail(string(b), 20000))
+// The e2e tests (test/e2e) that run on the real kernel: the data path
+// with no shims; the crash tests; the faults only a real kernel shows.
+const (
+	e2eTests   = "^(TestNFSEndToEnd|TestNFSExportPolicyDenies|TestMaliciousRequests|TestISCSIEndToEnd|TestISCSIRawBlock|TestISCSICHAP|TestTridentNFSStateIsAdopted|TestTridentISCSIStateIsAdopted)$"
+	crashTests = "^TestCrashDuringISCSIStageAndUnstage$"
+	faultTests = "^(TestPathLostAndRestoredDuringIO|TestLUNUnmappedWhileStaged|TestGhostMapIsRemoved|TestNFSServerStoppedWhileMounted|TestMultipathMapLateOrNever|TestISCSIPathGrace)$"
+)
+
+// guestStep is one suite of TestGuest and how to judge its output.
+type guestStep struct {
+	Step
+	check func(t *testing.T, r StepResult)
+}
+
+func guestSteps() []guestStep {
+	goTest := func(bin, run string, timeout time.Duration) []string {
+		cmd := []string{"/host/in/" + bin, "-test.v", "-test.count=1", "-test.timeout=" + timeout.String()}
+		if run != "" {
+			cmd = append(cmd, "-test.run="+run)
 		}
-		t.Fatalf("%s in the VM: exit %d\n%s%s", name, res.ExitCode, res.Output, logs.String())
+		return cmd
 	}
-	t.Logf("%s: boot %s, whole run %s", name, res.Boot.Round(100e6), res.Elapsed.Round(100e6))
-	// What the plugin complained about on a passing run is where the real
-	// kernel disagrees with it without failing a call.
-	b, _ := os.ReadFile(filepath.Join(res.OutDir, "ontap-csi.log"))
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, "level=warning") || strings.Contains(line, "level=error") {
-			t.Logf("ontap-csi: %s", line)
+	// The plugintest suites (test/e2e, test/sanity) on the real kernel.
+	realKernel := []string{"ONTAP_CSI_REAL_KERNEL=1", "ONTAP_CSI_E2E_BIN=/host/in"}
+	return []guestStep{
+		{Step{Name: "kernel", Command: []string{"uname", "-r"}}, checkKernel},
+		{Step{Name: "lio-multipath", Command: []string{"/bin/bash", "/host/in/lio-multipath.sh"}}, checkScript},
+		{Step{Name: "guest", Command: goTest("guest.test", "", 20*time.Minute)}, checkGoTest},
+		{Step{Name: "sanity-nas", Command: goTest("sanity-nas.test", "", 20*time.Minute), Env: realKernel}, checkSanity},
+		{Step{Name: "sanity-san", Command: goTest("sanity-san.test", "", 30*time.Minute), Env: realKernel}, checkSanity},
+		{Step{Name: "e2e", Command: goTest("e2e.test", e2eTests, 30*time.Minute), Env: realKernel}, checkGoTest},
+		{Step{Name: "crash", Command: goTest("e2e.test", crashTests, 30*time.Minute), Env: realKernel}, checkCrash},
+		{Step{Name: "faults", Command: goTest("e2e.test", faultTests, 30*time.Minute), Env: realKernel}, checkGoTest},
+	}
+}
+
+// TestGuest boots the VM once and runs every guest suite in it, one step
+// each, reported as a subtest: the kernel and the daemons (uname, a LUN
+// made by hand in LIO), the guest tests (test/vm/guest: the simulator's
+// kernel data plane), csi-sanity for ontap-nas and ontap-san, the
+// data-path e2e suite, its crash tests and the faults only a real kernel
+// shows (test/e2e on the real kernel). ONTAP_CSI_VM_STEPS, a regular
+// expression, picks steps.
+func TestGuest(t *testing.T) {
+	Available(t)
+	steps := guestSteps()
+	if re := os.Getenv("ONTAP_CSI_VM_STEPS"); re != "" {
+		pick := regexp.MustCompile(re)
+		steps = slices.DeleteFunc(steps, func(s guestStep) bool { return !pick.MatchString(s.Name) })
+	}
+	var o Options
+	for _, s := range steps {
+		o.Steps = append(o.Steps, s.Step)
+	}
+	o.Files = guestBinaries(t)
+	o.Env = []string{"ONTAP_CSI_VM_GUEST=/host/in"}
+	o.Timeout = 75 * time.Minute
+	res := Run(t, o)
+	var summary strings.Builder
+	fmt.Fprintf(&summary, "boot %s, whole run %s\n", res.Boot.Round(time.Second), res.Elapsed.Round(time.Second))
+	for i, s := range steps {
+		r := res.Steps[i]
+		fmt.Fprintf(&summary, "  %-14s %s exit %d\n", s.Name, r.Elapsed.Round(time.Second), r.ExitCode)
+		t.Run(s.Name, func(t *testing.T) {
+			if !r.Ran {
+				t.Fatalf("the step did not run to its end\n%s", tail(r.Output, 20000))
+			}
+			s.check(t, r)
+			warnings(t, r)
+		})
+	}
+	t.Log(summary.String())
+}
+
+func checkKernel(t *testing.T, r StepResult) {
+	if r.ExitCode != 0 || !strings.HasSuffix(strings.TrimSpace(r.Output), "-amd64") {
+		t.Fatalf("uname -r: exit %d, %q", r.ExitCode, r.Output)
+	}
+	t.Logf("kernel %s", strings.TrimSpace(r.Output))
+}
+
+func checkScript(t *testing.T, r StepResult) {
+	if r.ExitCode != 0 || !strings.Contains(r.Output, "\nPASS\n") {
+		t.Fatalf("exit %d\n%s", r.ExitCode, tail(r.Output, 20000))
+	}
+}
+
+// checkGoTest fails unless a test binary passed, and lists what ran.
+func checkGoTest(t *testing.T, r StepResult) {
+	if r.ExitCode != 0 || !strings.Contains(r.Output, "\nPASS\n") {
+		t.Fatalf("exit %d\n%s%s", r.ExitCode, tail(r.Output, 60000), stepLogs(r))
+	}
+	for _, line := range strings.Split(r.Output, "\n") {
+		if strings.HasPrefix(line, "--- PASS") || strings.HasPrefix(line, "--- SKIP") {
+			t.Log(line)
 		}
 	}
 }
 
-// TestNFSVolumeLife: an ontap-nas volume's life through the real ontap-csi
-// on the real NFS client and nfsd (guest/nfs_test.go).
-func TestNFSVolumeLife(t *testing.T) { runGuest(t, "TestNFSVolumeLife") }
+// sanityCounts is Ginkgo's summary: "Ran 62 of 80 Specs", then
+// "62 Passed | 0 Failed | 0 Pending | 18 Skipped".
+var sanityCounts = regexp.MustCompile(`Ran (\d+) of (\d+) Specs[^\n]*\n[^\n]*?(\d+) Passed \| (\d+) Failed \| (\d+) Pending \| (\d+) Skipped`)
 
-// TestISCSIVolumeLife: an ontap-san volume's life through the real
-// ontap-csi on the real initiator and multipath over two portals to LIO
-// (guest/iscsi_test.go).
-func TestISCSIVolumeLife(t *testing.T) { runGuest(t, "TestISCSIVolumeLife") }
+// ansi are the colour escapes Ginkgo writes.
+var ansi = regexp.MustCompile(`\x1b\[[0-9;]*m`)
 
-// TestKernelDataPlaneSAN: the simulator's kernel data plane under REST
-// calls, seen by the VM's own initiator (guest/dataplane_test.go).
-func TestKernelDataPlaneSAN(t *testing.T) { runGuest(t, "TestKernelDataPlaneSAN") }
+func checkSanity(t *testing.T, r StepResult) {
+	m := sanityCounts.FindStringSubmatch(ansi.ReplaceAllString(r.Output, ""))
+	if m != nil {
+		t.Logf("csi-sanity: Ran %s of %s Specs: %s Passed, %s Failed, %s Pending, %s Skipped", m[1], m[2], m[3], m[4], m[5], m[6])
+	}
+	checkGoTest(t, r)
+	if m == nil {
+		t.Fatal("no Ginkgo summary in the output")
+	}
+}
+
+// crashSteps is what the crash test logs: the crash points it found.
+var crashSteps = regexp.MustCompile(`stage steps \[([^\]]*)\], unstage steps \[([^\]]*)\]`)
+
+func checkCrash(t *testing.T, r StepResult) {
+	checkGoTest(t, r)
+	m := crashSteps.FindStringSubmatch(r.Output)
+	if m == nil {
+		t.Fatal("the crash test did not log its crash points")
+	}
+	t.Logf("crash points fired: %s %s", m[1], m[2])
+}
+
+// stepLogs are the tails of the logs the step left in its directory: its
+// dmesg, and the plugin's warnings (plugintest, ontap-csi-warnings.log).
+func stepLogs(r StepResult) string {
+	var b strings.Builder
+	logs, _ := filepath.Glob(filepath.Join(r.OutDir, "*.log"))
+	for _, f := range logs {
+		if filepath.Base(f) == "output.log" {
+			continue
+		}
+		if data, err := os.ReadFile(f); err == nil {
+			b.WriteString("\n--- " + filepath.Base(f) + " (tail) ---\n" + tail(string(data), 20000))
+		}
+	}
+	return b.String()
+}
+
+// warnings logs what the plugin complained about in a step that passed:
+// where the real kernel disagrees with it without failing a call.
+func warnings(t *testing.T, r StepResult) {
+	b, _ := os.ReadFile(filepath.Join(r.OutDir, "ontap-csi-warnings.log"))
+	if len(b) > 0 {
+		t.Logf("ontap-csi warnings and errors:\n%s", tail(string(b), 30000))
+	}
+}

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
@@ -15,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/ontap-csi/ontap-csi/internal/filelock"
 )
 
 //go:embed image.sh
@@ -90,11 +91,11 @@ func buildImage(cache string, logf func(string, ...any)) (*Image, error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, err
 	}
-	unlock, err := lockFile(filepath.Join(cache, key+".lock"))
+	lock, err := filelock.Acquire(context.Background(), filepath.Join(cache, key+".lock"), filelock.Exclusive, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
+	defer lock.Release()
 	if complete(dir) { // built by another process while we waited
 		return img, nil
 	}
@@ -133,18 +134,6 @@ func buildImage(cache string, logf func(string, ...any)) (*Image, error) {
 func complete(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, "COMPLETE"))
 	return err == nil
-}
-
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
 }
 
 // debianMirror is the Debian archive apt uses on this machine: the first

@@ -1,10 +1,12 @@
 #!/bin/bash
 # The VM's init (pid 1), run from the host's "in" share by the image's
 # /sbin/ontap-csi-vm-init (test/vm/image.sh). No systemd: it starts what a
-# Kubernetes node and an ONTAP storage host run, runs the harness's command
-# (/host/in/argv, NUL-separated; environment in /host/in/env), writes its
-# exit code to the "out" share and powers off. Markers on the console
-# ("ontap-csi-vm: ...") let the host time the boot.
+# Kubernetes node and an ONTAP storage host run, runs the harness's steps
+# (/host/in/steps/NN-name/argv, NUL-separated, and env; shared environment
+# in /host/in/env) one after the other, writes each one's output and exit
+# code, and the first failure's code as the run's, to the "out" share and
+# powers off. Markers on the console ("ontap-csi-vm: ...") let the host time
+# the boot.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LC_ALL=C
 say() { echo "ontap-csi-vm: $*" >/dev/console; }
@@ -30,13 +32,14 @@ mkdir -p /etc/target # LIO's db_root
 modprobe -a configfs target_core_mod target_core_file iscsi_target_mod iscsi_tcp \
 	dm_multipath dm_round_robin loop nfsd nfs nfsv3 nfsv4 || fail "modprobe"
 
-# The simulator's data LIFs: NFS 127.0.0.10, iSCSI 127.0.0.11 and .12. The
+# The simulator's data LIFs: NFS 127.0.0.10, iSCSI 127.0.0.11 and .12
+# (.13 for a third node's LIF, test/e2e TestMultipathMapLateOrNever). The
 # node's address is 127.0.0.20: connections to a LIF come from it (a local
 # route's preferred source), as from a node to ONTAP, so that export policy
 # rules see the node's address and not the LIF's own.
 ip link set lo up
 ip addr add 127.0.0.20/32 dev lo
-for a in 127.0.0.10 127.0.0.11 127.0.0.12; do
+for a in 127.0.0.10 127.0.0.11 127.0.0.12 127.0.0.13; do
 	ip addr add "$a/32" dev lo
 	ip route replace local "$a" dev lo src 127.0.0.20 table local
 done
@@ -77,14 +80,46 @@ exportfs -ra
 set +x
 say "ready"
 
-mapfile -d '' argv </host/in/argv
+# The binaries run from a copy in memory, put where they were: executed
+# from the 9p share, each page comes through 9p (ontap-csi took 5-7 s to
+# start under TCG, 0.3 s from tmpfs), and the tests start it often.
+mkdir -p /run/host-in
+mount -t tmpfs -o mode=0755 tmpfs /run/host-in
+cp -a /host/in/. /run/host-in/ || fail "copy /host/in"
+mount --bind /run/host-in /host/in
+mount -o remount,bind,ro /host/in
+
+# Global environment, then the steps (/host/in/steps/NN-name/{argv,env}),
+# one after the other, each in /tmp with its own output directory
+# /host/out/steps/NN-name ($ONTAP_CSI_VM_OUT): output.log, dmesg.log, and
+# "result": exit code, start and end (seconds since the epoch).
 if [ -s /host/in/env ]; then
 	mapfile -d '' envs </host/in/env
 	for kv in "${envs[@]}"; do export "$kv"; done
 fi
 cd /tmp
-"${argv[@]}" >/host/out/output.log 2>&1 </dev/null
-rc=$?
+rc=0
+for dir in /host/in/steps/*/; do
+	name=$(basename "$dir")
+	out=/host/out/steps/$name
+	mkdir -p "$out"
+	say "step $name"
+	start=$EPOCHREALTIME
+	(
+		export ONTAP_CSI_VM_OUT=$out
+		if [ -s "$dir/env" ]; then
+			mapfile -d '' envs <"$dir/env"
+			for kv in "${envs[@]}"; do export "$kv"; done
+		fi
+		mapfile -d '' argv <"$dir/argv"
+		exec "${argv[@]}"
+	) >"$out/output.log" 2>&1 </dev/null
+	step=$?
+	echo "$step $start $EPOCHREALTIME" >"$out/result"
+	dmesg -c >"$out/dmesg.log" 2>&1
+	say "step $name exited $step"
+	[ "$rc" -eq 0 ] && rc=$step
+done
 dmesg >/host/out/dmesg.log 2>&1
 say "command exited $rc"
 echo "$rc" >/host/out/exit-code.tmp

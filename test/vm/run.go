@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -31,22 +32,47 @@ type Options struct {
 	Files map[string]string
 	// Command is run by the VM's init once its daemons are up, as argv
 	// (no shell), in /tmp, with stdout and stderr in Result.Output. It may
-	// write files to /host/out (Result.OutDir).
+	// write files to $ONTAP_CSI_VM_OUT (Result.OutDir). It is a shorthand
+	// for one step.
 	Command []string
-	// Env are "NAME=value" pairs set for Command.
+	// Steps are run one after the other in the same boot, each as Command
+	// is, whether the previous one failed or not; their results are in
+	// Result.Steps. Booting takes long under TCG: a run of several suites
+	// pays for it once.
+	Steps []Step
+	// Env are "NAME=value" pairs set for every step.
 	Env []string
 	// Timeout bounds the whole run, boot included; default 15 minutes.
 	Timeout time.Duration
 }
 
+// Step is one command of a run.
+type Step struct {
+	Name    string // [a-z0-9-]+
+	Command []string
+	Env     []string // "NAME=value", after Options.Env
+}
+
 // Result is what a VM run gave back.
 type Result struct {
-	ExitCode int
-	Output   string        // Command's stdout and stderr
+	ExitCode int           // the first failed step's, else 0
+	Output   string        // the first step's stdout and stderr (Command)
+	OutDir   string        // the first step's output directory
+	Steps    []StepResult  // in order
 	Console  string        // the serial console and the init's log
 	Boot     time.Duration // from starting qemu to the daemons being up
 	Elapsed  time.Duration // the whole run
-	OutDir   string        // the out share; removed when the test ends
+}
+
+// StepResult is what one step gave back. A step the VM never got to (it
+// was killed, or an earlier step hung) has Ran false.
+type StepResult struct {
+	Name     string
+	Ran      bool
+	ExitCode int
+	Output   string
+	OutDir   string // its files; removed when the test ends
+	Elapsed  time.Duration
 }
 
 // Available fails the test unless the VM can run here: root (9p shares of
@@ -89,7 +115,8 @@ func Run(t testing.TB, o Options) *Result {
 
 // machine is one running VM.
 type machine struct {
-	dir     string     // temporary: in/ and out/
+	dir     string // temporary: in/ and out/
+	steps   []Step
 	overlay []*os.File // the overlay, read-write and read-only, unlinked
 	cmd     *exec.Cmd
 	started time.Time
@@ -177,18 +204,24 @@ func (m *machine) prepare(img *Image, o Options) error {
 			return err
 		}
 	}
-	if len(o.Command) == 0 {
-		return errors.New("vm.Options: no Command")
+	m.steps = o.Steps
+	if len(o.Command) > 0 {
+		m.steps = append([]Step{{Name: "command", Command: o.Command}}, m.steps...)
+	}
+	if len(m.steps) == 0 {
+		return errors.New("vm.Options: no Command and no Steps")
 	}
 	files := map[string][]byte{
 		"init.sh": initScript,
-		"argv":    []byte(strings.Join(o.Command, "\x00")),
 		"env":     []byte(strings.Join(o.Env, "\x00")),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(in, name), data, 0o755); err != nil {
 			return err
 		}
+	}
+	if err := writeSteps(in, m.steps); err != nil {
+		return err
 	}
 	for name, src := range o.Files {
 		if name != filepath.Base(name) || files[name] != nil {
@@ -200,6 +233,31 @@ func (m *machine) prepare(img *Image, o Options) error {
 	}
 	return m.makeOverlay(img)
 }
+
+var stepName = regexp.MustCompile(`^[a-z0-9-]+$`)
+
+// writeSteps lays out the steps for init.sh: steps/NN-name/{argv,env}.
+func writeSteps(in string, steps []Step) error {
+	seen := map[string]bool{}
+	for i, st := range steps {
+		if !stepName.MatchString(st.Name) || seen[st.Name] || len(st.Command) == 0 {
+			return fmt.Errorf("vm.Options: bad step %d %q", i, st.Name)
+		}
+		seen[st.Name] = true
+		dir := filepath.Join(in, "steps", stepDir(i, st))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		for name, data := range map[string]string{"argv": strings.Join(st.Command, "\x00"), "env": strings.Join(st.Env, "\x00")} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func stepDir(i int, st Step) string { return fmt.Sprintf("%02d-%s", i, st.Name) }
 
 // makeOverlay makes the qcow2 overlay over the cached image, opens it
 // read-write and read-only for qemu (-add-fd: qemu reopens images while it
@@ -224,7 +282,7 @@ func (m *machine) makeOverlay(img *Image) error {
 
 func (m *machine) args(img *Image) []string {
 	return []string{
-		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", "1536",
+		"-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2", "-m", "2048",
 		"-nographic", "-monitor", "none", "-no-reboot", "-nic", "none",
 		"-kernel", img.Kernel, "-initrd", img.Initrd,
 		"-append", "console=ttyS0 root=/dev/vda rw init=/sbin/ontap-csi-vm-init quiet panic=-1 mitigations=off",
@@ -269,23 +327,44 @@ func (m *machine) wait() (*Result, error) {
 		m.kill()
 		return nil, fmt.Errorf("timed out after %s; killed", m.timeout)
 	}
-	res := &Result{Elapsed: time.Since(m.started), OutDir: filepath.Join(m.dir, "out"), Console: m.console()}
+	res := &Result{Elapsed: time.Since(m.started), Console: m.console()}
 	m.mu.Lock()
 	if !m.ready.IsZero() {
 		res.Boot = m.ready.Sub(m.started)
 	}
 	waitErr := m.waitErr
 	m.mu.Unlock()
-	out, _ := os.ReadFile(filepath.Join(res.OutDir, "output.log"))
-	res.Output = string(out)
-	code, err := os.ReadFile(filepath.Join(res.OutDir, "exit-code"))
+	out := filepath.Join(m.dir, "out")
+	for i, st := range m.steps {
+		res.Steps = append(res.Steps, readStep(filepath.Join(out, "steps", stepDir(i, st)), st.Name))
+	}
+	res.Output, res.OutDir = res.Steps[0].Output, res.Steps[0].OutDir
+	code, err := os.ReadFile(filepath.Join(out, "exit-code"))
 	if err != nil {
-		return nil, fmt.Errorf("no exit code from the VM (qemu: %v)", waitErr)
+		return res, fmt.Errorf("no exit code from the VM (qemu: %v)", waitErr)
 	}
 	if res.ExitCode, err = strconv.Atoi(strings.TrimSpace(string(code))); err != nil {
-		return nil, fmt.Errorf("exit code %q", code)
+		return res, fmt.Errorf("exit code %q", code)
 	}
 	return res, nil
+}
+
+// readStep reads a step's output and result ("rc start end", written by
+// init.sh when the step ended).
+func readStep(dir, name string) StepResult {
+	r := StepResult{Name: name, OutDir: dir, ExitCode: -1}
+	out, _ := os.ReadFile(filepath.Join(dir, "output.log"))
+	r.Output = string(out)
+	b, err := os.ReadFile(filepath.Join(dir, "result"))
+	if err != nil {
+		return r
+	}
+	var start, end float64
+	if n, _ := fmt.Sscanf(string(b), "%d %f %f", &r.ExitCode, &start, &end); n == 3 {
+		r.Ran = true
+		r.Elapsed = time.Duration((end - start) * float64(time.Second))
+	}
+	return r
 }
 
 // console is the serial console so far, then the init's own log.
@@ -318,8 +397,8 @@ func (m *machine) kill() {
 	<-m.done
 }
 
-// saveLogs keeps the console, init log and command output of a failed run
-// in $TMPDIR/ontap-csi-vm-logs/<test>-<time>/ (the temporary directory
+// saveLogs keeps the console, init log and the steps' outputs of a failed
+// run in $TMPDIR/ontap-csi-vm-logs/<test>-<time>/ (the temporary directory
 // itself goes).
 func (m *machine) saveLogs(t testing.TB) {
 	if terminating.Load() {
@@ -330,8 +409,8 @@ func (m *machine) saveLogs(t testing.TB) {
 		return
 	}
 	_ = os.WriteFile(filepath.Join(dst, "console.log"), []byte(m.console()), 0o644)
-	out, _ := os.ReadFile(filepath.Join(m.dir, "out", "output.log"))
-	_ = os.WriteFile(filepath.Join(dst, "output.log"), out, 0o644)
+	// Each step's output, dmesg and the logs its tests wrote.
+	_ = os.CopyFS(filepath.Join(dst, "steps"), os.DirFS(filepath.Join(m.dir, "out", "steps")))
 	t.Logf("VM logs saved in %s", dst)
 }
 

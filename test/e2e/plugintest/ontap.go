@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
@@ -21,9 +22,13 @@ type Sim struct {
 }
 
 // StartSim starts a simulator with cfg (DataDir defaults to <root>/sim) and
-// closes it when the test ends.
+// closes it when the test ends. On a real kernel its data plane is the
+// kernel's (LIO and nfsd) unless cfg names one.
 func StartSim(t testing.TB, r Roots, cfg ontapsim.Config) *Sim {
 	t.Helper()
+	if RealKernel() && cfg.DataPlane == "" {
+		cfg.DataPlane = ontapsim.DataPlaneKernel
+	}
 	if cfg.DataDir == "" {
 		cfg.DataDir = filepath.Join(r.Root, "sim")
 	}
@@ -31,7 +36,12 @@ func StartSim(t testing.TB, r Roots, cfg ontapsim.Config) *Sim {
 	if err != nil {
 		t.Fatalf("simulator: %v", err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		s.Close()
+		if cfg.DataPlane == ontapsim.DataPlaneKernel {
+			AssertNoKernelObjects(t)
+		}
+	})
 	u, err := s.Start("127.0.0.1:0", true)
 	if err != nil {
 		t.Fatalf("simulator start: %v", err)
@@ -115,5 +125,24 @@ func AssertONTAPClean(t testing.TB, s *ontapsim.Simulator) {
 		if pol.Name != "default" && pol.Name != "trident_empty" && !backendPolicyRE.MatchString(pol.Name) {
 			t.Errorf("ONTAP: export policy %s is left over (%d rules)", pol.Name, len(pol.Rules))
 		}
+	}
+}
+
+// AssertNoKernelObjects fails the test if a closed simulator left anything
+// of its kernel data plane: LIO targets or backstores, nfsd exports.
+func AssertNoKernelObjects(t testing.TB) {
+	t.Helper()
+	// The simulator's targets have NetApp's IQN prefix and its backstores
+	// live on the fileio HBA 1992 (test/ontapsim/kernel.go).
+	for _, pattern := range []string{
+		"/sys/kernel/config/target/iscsi/iqn.1992-08.com.netapp:*",
+		"/sys/kernel/config/target/core/fileio_1992/*/enable",
+	} {
+		if left, _ := filepath.Glob(pattern); len(left) > 0 {
+			t.Errorf("LIO objects left after the simulator closed: %v", left)
+		}
+	}
+	if etab, _ := os.ReadFile("/var/lib/nfs/etab"); len(strings.TrimSpace(string(etab))) > 0 {
+		t.Errorf("nfsd exports left after the simulator closed:\n%s", etab)
 	}
 }

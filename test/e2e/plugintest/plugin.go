@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,8 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/ontap-csi/ontap-csi/test/shims/iscsi/shimtest"
 )
 
 // Options describe one plugin process.
@@ -43,9 +42,10 @@ type Options struct {
 	NFSClientIP string
 	// Topology is --node-topology, "key=value[,key=value]".
 	Topology string
-	// ISCSI are the iSCSI shims (StartISCSI); nil: none in PATH. Their
-	// initiator name is the node's --iscsi-initiator-name.
-	ISCSI *shimtest.Env
+	// ISCSI is the node's iSCSI side (StartISCSI). With the shims, they
+	// come first in PATH and their initiator name is the node's
+	// --iscsi-initiator-name; nil: no shims in PATH.
+	ISCSI *ISCSI
 	// Tags are build tags of the binary, e.g. "crashpoints".
 	Tags []string
 	// Env adds environment variables, e.g. ONTAP_CSI_CRASHPOINT=<step>.
@@ -141,27 +141,7 @@ func Launch(t testing.TB, o Options) *Plugin {
 	if o.Topology != "" {
 		args = append(args, "--node-topology="+o.Topology)
 	}
-	path := NFSShimDir(t)
-	env := []string{"NFS_SHIM_CLIENT_IP=" + o.NFSClientIP}
-	if o.Sim != nil {
-		env = append(env, "ONTAP_SIM_URL="+o.Sim.URL, "ONTAP_SIM_CA="+o.Sim.CAFile)
-	}
-	if e := o.ISCSI; e != nil {
-		path += string(os.PathListSeparator) + e.BinDir
-		for _, kv := range e.Environ() {
-			if strings.HasPrefix(kv, "ISCSI_SHIM_") {
-				env = append(env, kv)
-			}
-		}
-		args = append(args,
-			"--iscsi-initiator-name="+e.InitiatorIQN,
-			"--dev-dir="+e.DevDir,
-			"--sys-root="+e.SysRoot,
-			// Generous: the kernel daemon of the shims competes for CPU.
-			"--iscsi-device-timeout=1m",
-		)
-	}
-	env = append(env, "PATH="+path+string(os.PathListSeparator)+os.Getenv("PATH"))
+	args, env := toolArgs(t, o, args)
 	env = append(env, o.Env...)
 
 	p := &Plugin{Roots: r, Endpoint: "unix://" + r.Socket, role: o.Role, out: &syncBuffer{}, done: make(chan struct{})}
@@ -183,8 +163,71 @@ func Launch(t testing.TB, o Options) *Plugin {
 		if t.Failed() || os.Getenv("ONTAP_CSI_E2E_VERBOSE") != "" {
 			t.Logf("ontap-csi (pid %d) log:\n%s", p.cmd.Process.Pid, tail(p.Log(), 1<<20))
 		}
+		p.keepWarnings(t)
 	})
 	return p
+}
+
+// toolArgs adds the flags and environment that point the plugin at its
+// host tools: the shims, or on a real kernel the host's own.
+func toolArgs(t testing.TB, o Options, args []string) ([]string, []string) {
+	if RealKernel() {
+		// Generous: udev and multipathd under TCG on a loaded machine.
+		return append(args, "--iscsi-device-timeout=2m"), nil
+	}
+	path := NFSShimDir(t)
+	env := []string{"NFS_SHIM_CLIENT_IP=" + o.NFSClientIP}
+	if o.Sim != nil {
+		env = append(env, "ONTAP_SIM_URL="+o.Sim.URL, "ONTAP_SIM_CA="+o.Sim.CAFile)
+	}
+	if o.ISCSI != nil && o.ISCSI.Shim != nil {
+		e := o.ISCSI.Shim
+		path += string(os.PathListSeparator) + e.BinDir
+		for _, kv := range e.Environ() {
+			if strings.HasPrefix(kv, "ISCSI_SHIM_") {
+				env = append(env, kv)
+			}
+		}
+		args = append(args,
+			"--iscsi-initiator-name="+e.InitiatorIQN,
+			"--dev-dir="+e.DevDir,
+			"--sys-root="+e.SysRoot,
+			// Generous: the kernel daemon of the shims competes for CPU.
+			"--iscsi-device-timeout=1m",
+		)
+	}
+	env = append(env, "PATH="+path+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return args, env
+}
+
+// keepWarnings appends the plugin's warnings and errors to
+// $ONTAP_CSI_VM_OUT/ontap-csi-warnings.log when the tests run in the VM
+// of test/vm (it reports them for passing tests too: where the real
+// kernel disagrees with the plugin without failing a call).
+func (p *Plugin) keepWarnings(t testing.TB) {
+	dir := os.Getenv("ONTAP_CSI_VM_OUT")
+	if dir == "" {
+		return
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(p.Log(), "\n") {
+		// A failed call is the test's business (it asked for it or fails).
+		if strings.Contains(line, `msg="CSI call failed"`) {
+			continue
+		}
+		if strings.Contains(line, "level=warning") || strings.Contains(line, "level=error") {
+			b.WriteString(t.Name() + ": " + line + "\n")
+		}
+	}
+	if b.Len() == 0 {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "ontap-csi-warnings.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString(b.String())
 }
 
 // mergeEnv returns base with the variables of set replacing or added.

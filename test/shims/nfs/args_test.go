@@ -73,15 +73,11 @@ func TestSplitSource(t *testing.T) {
 	}
 }
 
-// TestMountNFS runs an NFS mount against a fake data plane: admitted
-// read-write, admitted read-only, refused, unknown.
-func TestMountNFS(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("bind mounts need root")
-	}
-	backing := t.TempDir()
-	os.WriteFile(filepath.Join(backing, "f"), []byte("x"), 0o644)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// fakeDataPlane answers the shim's export queries from client 192.0.2.1
+// to server 10.0.0.1: /rw and /ro export backing, /denied refuses the
+// client, anything else is unknown.
+func fakeDataPlane(backing string) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if q.Get("client") != "192.0.2.1" || q.Get("server") != "10.0.0.1" {
 			http.Error(w, `{"error":"bad query"}`, http.StatusBadRequest)
@@ -100,6 +96,17 @@ func TestMountNFS(t *testing.T) {
 			w.Write([]byte(`{"error":"no such export"}`))
 		}
 	}))
+}
+
+// TestMountNFS runs an NFS mount against a fake data plane: admitted
+// read-write, admitted read-only, refused, unknown.
+func TestMountNFS(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("bind mounts need root")
+	}
+	backing := t.TempDir()
+	os.WriteFile(filepath.Join(backing, "f"), []byte("x"), 0o644)
+	srv := fakeDataPlane(backing)
 	defer srv.Close()
 	t.Setenv("ONTAP_SIM_URL", srv.URL)
 	t.Setenv("NFS_SHIM_CLIENT_IP", "192.0.2.1")
@@ -131,10 +138,42 @@ func TestMountNFS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Generic options show on the mount, as on a real NFS mount.
+	if err := mountAt("/rw", "nfsvers=4.1", "hard", "nosuid", "nodev", "noexec", "timeo=600"); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Statfs_t
+	err := unix.Statfs(mnt, &st)
+	unix.Unmount(mnt, 0)
+	if err != nil || st.Flags&(unix.ST_NOSUID|unix.ST_NODEV|unix.ST_NOEXEC) != unix.ST_NOSUID|unix.ST_NODEV|unix.ST_NOEXEC {
+		t.Fatalf("mount flags %#x, %v: want nosuid, nodev, noexec", st.Flags, err)
+	}
+	// Options mount.nfs or the kernel refuse fail the mount, before any.
+	for _, opts := range [][]string{{"bogus"}, {"nfsvers=5"}, {"timeo=soon"}, {"hard=1"}, {"bind"}} {
+		if err := mountAt("/rw", opts...); !errors.Is(err, errBadOption) {
+			t.Errorf("mount with %v: %v, want %v", opts, err, errBadOption)
+		}
+		if isMounted(t, mnt) {
+			t.Fatalf("mount with %v mounted", opts)
+		}
+	}
 	if err := mountAt("/denied"); !errors.Is(err, errAccessDenied) {
 		t.Fatalf("refused export: %v", err)
 	}
 	if err := mountAt("/missing"); err == nil || !strings.Contains(err.Error(), "No such file") {
 		t.Fatalf("unknown export: %v", err)
 	}
+}
+
+func isMounted(t *testing.T, p string) bool {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == p {
+			return true
+		}
+	}
+	return false
 }

@@ -33,6 +33,10 @@ func mountNFS(r *request) error {
 	if client == "" {
 		return usagef("NFS_SHIM_CLIENT_IP is not set")
 	}
+	flags, err := mountFlags(r.options)
+	if err != nil {
+		return err
+	}
 	st, err := os.Stat(r.target)
 	if err != nil || !st.IsDir() {
 		return fmt.Errorf("mount point %s does not exist", r.target)
@@ -45,9 +49,13 @@ func mountNFS(r *request) error {
 		return fmt.Errorf("bind %s on %s: %w", exp.Directory, r.target, err)
 	}
 	if r.readOnly || exp.Access != "rw" {
-		if err := unix.Mount("", r.target, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		flags |= unix.MS_RDONLY
+	}
+	// A bind mount takes its flags on a remount.
+	if flags != 0 {
+		if err := unix.Mount("", r.target, "", unix.MS_REMOUNT|unix.MS_BIND|flags, ""); err != nil {
 			_ = unix.Unmount(r.target, 0)
-			return fmt.Errorf("make %s read-only: %w", r.target, err)
+			return fmt.Errorf("mount options on %s: %w", r.target, err)
 		}
 	}
 	return nil

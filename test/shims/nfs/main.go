@@ -6,9 +6,15 @@
 // ONTAP simulator's data plane whether the export policies admit this client
 // (GET /sim/nfs/export?server=&client=&path=), and bind-mounts the volume's
 // backing directory on the mount point — read-only when the export only
-// grants read access or ro was asked. Every other mount is handed to the
-// real mount(8) unchanged; umount needs no shim, a bind mount unmounts like
-// any other.
+// grants read access or ro was asked. Its options are checked as mount.nfs
+// and the kernel check them (an unknown one fails the mount: "an incorrect
+// mount option was specified", exit 32) and the generic ones (nosuid,
+// nodev, noexec, noatime, ...) apply (options.go). What it cannot show is
+// the file system type: mountinfo has the backing directory's, not nfs or
+// nfs4 (this kernel has no NFS), so code that tells NFS mounts by their
+// type runs on a real kernel only (test/vm). Every other mount is handed
+// to the real mount(8) unchanged; umount needs no shim, a bind mount
+// unmounts like any other.
 //
 // Environment:
 //

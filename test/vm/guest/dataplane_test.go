@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 	"github.com/ontap-csi/ontap-csi/test/ontapsim"
 )
 
@@ -97,7 +98,7 @@ func newSANSim(t *testing.T) (*ontapsim.Simulator, ontapsim.LUNInfo, int) {
 		if err := s.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		assertNoKernelObjects(t)
+		plugintest.AssertNoKernelObjects(t)
 	})
 	if _, err := s.CreateVolume(ontapsim.VolumeSpec{Name: "v1", Size: 1 << 30}); err != nil {
 		t.Fatal(err)

@@ -69,4 +69,18 @@ echo hello >/mnt/a/f
 umount /mnt/a
 multipath -f "$(cat /sys/block/$dm/dm/name)"
 iscsiadm -m node -T $IQN --logout
+iscsiadm -m node -T $IQN -o delete
+
+# The suites that follow in the same boot must find LIO empty.
+for g in 1 2; do
+	tpg=$T/iscsi/$IQN/tpgt_$g
+	echo 0 >$tpg/enable
+	rm $tpg/acls/$INI/lun_5/lun
+	rmdir $tpg/acls/$INI/lun_5 $tpg/acls/$INI
+	rm $tpg/lun/lun_0/backstore
+	rmdir $tpg/lun/lun_0 $tpg/np/127.0.0.1$g:3260 $tpg
+done
+rmdir $T/iscsi/$IQN $BS $T/core/fileio_90
+rm -f /tmp/lun0.img
+if ls $T/iscsi | grep -q '^iqn\.'; then fail "LIO targets left: $(ls $T/iscsi)"; fi
 echo PASS

@@ -93,8 +93,9 @@ func (e *Env) removeSessionSysfs(s *Session) error {
 }
 
 // addDevice is a successful probe of LUN l on session s: a loop device over
-// the LUN's file, its sysfs device and block directories, the /dev link and
-// udev's by-path link, and (multipathd running) its multipath map.
+// the LUN's file and its sysfs device and block directories; udev's /dev
+// and by-path links and (multipathd running) its multipath map come later
+// (udev.go).
 func (e *Env) addDevice(st *State, s *Session, l simLUN) error {
 	if !filepath.IsAbs(l.File) {
 		return fmt.Errorf("LUN %d: backing file %q is not absolute", l.LUN, l.File)
@@ -136,27 +137,20 @@ func (e *Env) addDevice(st *State, s *Session, l simLUN) error {
 	if err := os.Symlink("../..", filepath.Join(blk, "device")); err != nil {
 		return err
 	}
-	if err := os.Symlink("/dev/"+loop, filepath.Join(e.DevDir, loop)); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	if err := relLink(filepath.Join(e.DevDir, loop), e.byPath(s, l.LUN)); err != nil {
-		return err
-	}
 	if err := relLink(filepath.Join(final, "block", loop), filepath.Join(e.SysRoot, "block", loop)); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		return err
 	}
-	if e.Multipathd {
-		return e.addToMap(st, d)
-	}
+	st.schedule(pendingUdev, s, d, e.UdevDelay)
 	return nil
 }
 
 // removeDevice is a device delete (or a logout): the path leaves its map,
 // its loop device is detached and its entries are removed.
 func (e *Env) removeDevice(st *State, s *Session, d *Device) error {
+	st.unschedule(s, d)
 	if m := st.mapBySerial(d.Serial); m != nil {
 		e.dropFromMap(m, d.Loop)
 	}

@@ -21,6 +21,13 @@ const (
 	EnvDevDir        = "ISCSI_SHIM_DEVDIR"        // the fake /dev (links to the real /dev/loopN)
 	EnvInitiatorName = "ISCSI_SHIM_INITIATORNAME" // initiatorname.iscsi; default $ISCSI_SHIM_STATE/initiatorname.iscsi
 	EnvMultipathd    = "ISCSI_SHIM_MULTIPATHD"    // "1": multipathd "runs" and builds maps
+	EnvUdevDelay     = "ISCSI_SHIM_UDEV_DELAY"    // udev's links this long after a scan; default 50ms
+	EnvMapDelay      = "ISCSI_SHIM_MAP_DELAY"     // a path joins its map this long after udev; default 200ms; "never"
+)
+
+const (
+	defaultUdevDelay = 50 * time.Millisecond
+	defaultMapDelay  = 200 * time.Millisecond
 )
 
 // Env is where one shim instance keeps everything.
@@ -32,6 +39,8 @@ type Env struct {
 	DevDir        string
 	InitiatorFile string
 	Multipathd    bool
+	UdevDelay     time.Duration
+	MapDelay      time.Duration // < 0: multipathd builds no map
 }
 
 // LoadEnv reads the shim's environment. The roots must be set and must
@@ -63,7 +72,30 @@ func LoadEnv() (*Env, error) {
 	if e.InitiatorFile == "" {
 		e.InitiatorFile = filepath.Join(e.State, "initiatorname.iscsi")
 	}
+	var err error
+	if e.UdevDelay, err = delayFromEnv(EnvUdevDelay, defaultUdevDelay); err != nil {
+		return nil, err
+	}
+	if e.MapDelay, err = delayFromEnv(EnvMapDelay, defaultMapDelay); err != nil {
+		return nil, err
+	}
 	return e, nil
+}
+
+// delayFromEnv reads a duration variable; "never" is -1.
+func delayFromEnv(name string, def time.Duration) (time.Duration, error) {
+	switch v := os.Getenv(name); v {
+	case "":
+		return def, nil
+	case "never":
+		return -1, nil
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return 0, fmt.Errorf("%s=%q: want a duration or never", name, v)
+		}
+		return d, nil
+	}
 }
 
 func (e *Env) sim() (*simClient, error) {

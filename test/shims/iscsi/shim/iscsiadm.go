@@ -14,6 +14,7 @@ import (
 // iscsiadm exit codes (open-iscsi include/iscsi_err.h).
 const (
 	exitGeneric     = 1
+	exitNotFound    = 3
 	exitInval       = 7
 	exitTransTimeo  = 8
 	exitSessExists  = 15
@@ -161,54 +162,29 @@ func (e *Env) iscsiadm(a *admArgs, out io.Writer) error {
 }
 
 func (e *Env) nodeMode(st *State, a *admArgs, out io.Writer) error {
-	match := func(target, portal, iface string) bool {
-		return (a.target == "" || strings.EqualFold(a.target, target)) &&
-			(a.portal == "" || a.portal == portal) &&
-			(!a.ifaceSet || a.iface == iface)
+	// open-iscsi 2.1 knows the built-in interfaces and those in
+	// /etc/iscsi/ifaces, of which the shim has none.
+	if a.ifaceSet && a.iface != "default" && a.iface != "iser" {
+		return fail(exitNotFound, "Could not read iface info for %s.", a.iface)
 	}
 	var recs []*NodeRecord
 	for _, r := range st.Nodes {
-		if match(r.Target, r.Portal, r.Iface) {
+		if a.matches(r.Target, r.Portal, r.Iface) {
 			recs = append(recs, r)
 		}
 	}
 	switch {
 	case a.op == "new":
-		if a.target == "" || a.portal == "" {
-			return fail(exitInval, "--op new needs -T and -p")
-		}
-		// Like iscsiadm, a new record replaces an existing one with
-		// iscsid.conf defaults (scan automatic, no auth).
-		rec := &NodeRecord{Target: a.target, Portal: a.portal, Iface: a.iface, Settings: map[string]string{
-			"node.startup": "automatic", "node.session.scan": "auto", "node.session.auth.authmethod": "None",
-		}}
-		kept := st.Nodes[:0]
-		for _, r := range st.Nodes {
-			if !(strings.EqualFold(r.Target, a.target) && r.Portal == a.portal && r.Iface == a.iface) {
-				kept = append(kept, r)
-			}
-		}
-		st.Nodes = append(kept, rec)
-		fmt.Fprintf(out, "New iSCSI node [tcp:[hw=,ip=,net_if=,iscsi_if=%s] %s,-1 %s] added\n", a.iface, displayPortal(a.portal), a.target)
-		return nil
+		return newNodeRecord(st, a, out)
 	case a.op == "update":
-		if a.name == "" {
-			return fail(exitInval, "--op update needs -n")
-		}
-		if len(recs) == 0 {
-			return fail(exitNoObjsFound, "No records found")
-		}
-		for _, r := range recs {
-			r.Settings[a.name] = a.value
-		}
-		return nil
+		return updateNodeRecords(a, recs)
 	case a.op == "delete":
 		if len(recs) == 0 {
 			return fail(exitNoObjsFound, "No records found")
 		}
 		kept := st.Nodes[:0]
 		for _, r := range st.Nodes {
-			if !match(r.Target, r.Portal, r.Iface) {
+			if !a.matches(r.Target, r.Portal, r.Iface) {
 				kept = append(kept, r)
 			}
 		}
@@ -228,27 +204,85 @@ func (e *Env) nodeMode(st *State, a *admArgs, out io.Writer) error {
 		}
 		return first
 	case a.logout:
-		var n int
-		for _, s := range append([]*Session(nil), st.Sessions...) {
-			if match(s.Target, s.Portal, s.Iface) {
-				n++
-				if err := e.logoutSession(st, s, out); err != nil {
-					return err
-				}
+		return e.logoutMatching(st, a, out)
+	}
+	return listNodeRecords(recs, out)
+}
+
+// matches reports whether a node record or session is one -T, -p and -I
+// select.
+func (a *admArgs) matches(target, portal, iface string) bool {
+	return (a.target == "" || strings.EqualFold(a.target, target)) &&
+		(a.portal == "" || a.portal == portal) &&
+		(!a.ifaceSet || a.iface == iface)
+}
+
+// newNodeRecord is -o new: like iscsiadm, a new record replaces an existing
+// one with iscsid.conf defaults (scan automatic, no auth).
+func newNodeRecord(st *State, a *admArgs, out io.Writer) error {
+	if a.target == "" || a.portal == "" {
+		return fail(exitInval, "--op new needs -T and -p")
+	}
+	rec := &NodeRecord{Target: a.target, Portal: a.portal, Iface: a.iface, Settings: map[string]string{
+		"node.startup": "automatic", "node.session.scan": "auto", "node.session.auth.authmethod": "None",
+	}}
+	kept := st.Nodes[:0]
+	for _, r := range st.Nodes {
+		if !(strings.EqualFold(r.Target, a.target) && r.Portal == a.portal && r.Iface == a.iface) {
+			kept = append(kept, r)
+		}
+	}
+	st.Nodes = append(kept, rec)
+	fmt.Fprintf(out, "New iSCSI node [tcp:[hw=,ip=,net_if=,iscsi_if=%s] %s,-1 %s] added\n", a.iface, displayPortal(a.portal), a.target)
+	return nil
+}
+
+// updateNodeRecords is -o update: open-iscsi 2.1 refuses a setting a node
+// record does not have (docs/design/architecture.md §7.6).
+func updateNodeRecords(a *admArgs, recs []*NodeRecord) error {
+	if a.name == "" {
+		return fail(exitInval, "--op update needs -n")
+	}
+	if len(recs) == 0 {
+		return fail(exitNoObjsFound, "No records found")
+	}
+	if !knownNodeSetting(a.name) {
+		return &exitError{code: exitInval, msg: "iscsiadm: Cannot modify " + a.name + ". Invalid param name.\n" +
+			"iscsiadm: Could not execute operation on all records: invalid parameter"}
+	}
+	for _, r := range recs {
+		r.Settings[a.name] = a.value
+	}
+	return nil
+}
+
+// logoutMatching is --logout: every session -T, -p and -I select.
+func (e *Env) logoutMatching(st *State, a *admArgs, out io.Writer) error {
+	var n int
+	for _, s := range append([]*Session(nil), st.Sessions...) {
+		if a.matches(s.Target, s.Portal, s.Iface) {
+			n++
+			if err := e.logoutSession(st, s, out); err != nil {
+				return err
 			}
 		}
-		if n == 0 {
-			return fail(exitNoObjsFound, "No matching sessions found")
-		}
-		return nil
 	}
+	if n == 0 {
+		return fail(exitNoObjsFound, "No matching sessions found")
+	}
+	return nil
+}
+
+// listNodeRecords is a bare -m node: one line per record.
+func listNodeRecords(recs []*NodeRecord, out io.Writer) error {
 	if len(recs) == 0 {
 		return fail(exitNoObjsFound, "No records found")
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Portal < recs[j].Portal })
 	for _, r := range recs {
-		// Static records (-o new) have no TPGT: iscsiadm prints -1.
-		fmt.Fprintf(out, "%s,-1 %s\n", r.Portal, r.Target)
+		// Static records (-o new) have no portal group: open-iscsi 2.1
+		// prints it as an unsigned -1 (a real kernel showed it).
+		fmt.Fprintf(out, "%s,4294967295 %s\n", r.Portal, r.Target)
 	}
 	return nil
 }
@@ -346,4 +380,49 @@ func readInitiatorName(path string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: no InitiatorName", path)
+}
+
+// nodeSettings are the node record settings open-iscsi 2.1 lets
+// "-o update" change (idbm_node_setup_from_rec); anything else is "Invalid
+// param name" (exit 7) there. node.conn[N] settings go by the prefix.
+var nodeSettings = map[string]bool{
+	"node.name": true, "node.tpgt": true, "node.startup": true, "node.leading_login": true,
+	"node.discovery_address": true, "node.discovery_port": true, "node.discovery_type": true,
+	"node.session.initial_cmdsn": true, "node.session.initial_login_retry_max": true,
+	"node.session.xmit_thread_priority": true, "node.session.cmds_max": true, "node.session.queue_depth": true,
+	"node.session.nr_sessions": true, "node.session.scan": true, "node.session.reopen_max": true,
+	"node.session.auth.authmethod": true, "node.session.auth.username": true, "node.session.auth.password": true,
+	"node.session.auth.username_in": true, "node.session.auth.password_in": true, "node.session.auth.chap_algs": true,
+	"node.session.timeo.replacement_timeout": true, "node.session.err_timeo.abort_timeout": true,
+	"node.session.err_timeo.lu_reset_timeout": true, "node.session.err_timeo.tgt_reset_timeout": true,
+	"node.session.err_timeo.host_reset_timeout": true, "node.session.iscsi.FastAbort": true,
+	"node.session.iscsi.InitialR2T": true, "node.session.iscsi.ImmediateData": true,
+	"node.session.iscsi.FirstBurstLength": true, "node.session.iscsi.MaxBurstLength": true,
+	"node.session.iscsi.DefaultTime2Retain": true, "node.session.iscsi.DefaultTime2Wait": true,
+	"node.session.iscsi.MaxConnections": true, "node.session.iscsi.MaxOutstandingR2T": true,
+	"node.session.iscsi.ERL": true,
+}
+
+// connSettings are the node.conn[N].<setting> names.
+var connSettings = map[string]bool{
+	"address": true, "port": true, "startup": true, "tcp.window_size": true, "tcp.type_of_service": true,
+	"timeo.logout_timeout": true, "timeo.login_timeout": true, "timeo.auth_timeout": true,
+	"timeo.noop_out_interval": true, "timeo.noop_out_timeout": true,
+	"iscsi.MaxXmitDataSegmentLength": true, "iscsi.MaxRecvDataSegmentLength": true,
+	"iscsi.HeaderDigest": true, "iscsi.DataDigest": true, "iscsi.IFMarker": true, "iscsi.OFMarker": true,
+}
+
+func knownNodeSetting(name string) bool {
+	if nodeSettings[name] {
+		return true
+	}
+	rest, ok := strings.CutPrefix(name, "node.conn[")
+	if !ok {
+		return false
+	}
+	n, setting, ok := strings.Cut(rest, "].")
+	if _, err := strconv.Atoi(n); err != nil || !ok {
+		return false
+	}
+	return connSettings[setting]
 }

@@ -33,6 +33,7 @@ type kernel struct {
 	w       *fsnotify.Watcher
 	watched map[string]bool
 	log     *log.Logger
+	due     *time.Timer // fires when the next pending step is due
 }
 
 // RunKernel runs the daemon until stop is closed or receives. It writes
@@ -49,7 +50,8 @@ func (e *Env) RunKernel(stop <-chan os.Signal) error {
 	if err := w.Add(e.State); err != nil {
 		return err
 	}
-	k := &kernel{env: e, w: w, watched: map[string]bool{}, log: log.New(os.Stderr, "kernel: ", log.Lmicroseconds)}
+	k := &kernel{env: e, w: w, watched: map[string]bool{}, log: log.New(os.Stderr, "kernel: ", log.Lmicroseconds), due: time.NewTimer(time.Hour)}
+	defer k.due.Stop()
 	if err := k.resync(); err != nil {
 		return err
 	}
@@ -85,6 +87,13 @@ func (e *Env) RunKernel(stop <-chan os.Signal) error {
 			}
 		case err := <-w.Errors:
 			k.log.Printf("inotify: %v", err)
+		case <-k.due.C:
+			if err := e.update(func(st *State) error { return e.runDue(st, time.Now()) }); err != nil {
+				k.log.Printf("udev, multipathd: %v", err)
+			}
+			if err := k.resync(); err != nil {
+				return err
+			}
 		case <-tick.C:
 			if err := k.resync(); err != nil {
 				return err
@@ -103,6 +112,9 @@ func (k *kernel) resync() error {
 	st, err := LoadState(k.env.State)
 	if err != nil {
 		return err
+	}
+	if next := st.nextDue(); !next.IsZero() {
+		k.due.Reset(max(time.Until(next), time.Millisecond))
 	}
 	want := map[string]bool{}
 	for _, s := range st.Sessions {
@@ -239,7 +251,7 @@ func (e *Env) Teardown() error {
 				errs = append(errs, err)
 			}
 		}
-		st.Nodes = nil
+		st.Nodes, st.Pending = nil, nil
 		return errors.Join(errs...)
 	})
 }

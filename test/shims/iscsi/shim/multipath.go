@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // Multipath is emulated without device-mapper (the test kernel has none):
@@ -142,8 +144,8 @@ func (e *Env) multipathMain(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// multipathdMain emulates `multipathd show daemon` and `multipathd resize
-// map <map>`.
+// multipathdMain emulates `multipathd show daemon`, `multipathd show paths
+// raw format <format>` and `multipathd resize map <map>`.
 func (e *Env) multipathdMain(args []string, stdout, stderr io.Writer) int {
 	running := e.Multipathd && kernelPID(e.State) > 0
 	switch {
@@ -153,6 +155,18 @@ func (e *Env) multipathdMain(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(stdout, "pid %d idle\n", kernelPID(e.State))
+		return 0
+	case len(args) == 5 && args[0] == "show" && args[1] == "paths" && args[2] == "raw" && args[3] == "format":
+		if !running {
+			fmt.Fprintln(stderr, "error -111 receiving packet")
+			return 1
+		}
+		st, err := LoadState(e.State)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		showPaths(st, args[4], stdout)
 		return 0
 	case len(args) == 3 && args[0] == "resize" && args[1] == "map":
 		if !running {
@@ -176,6 +190,22 @@ func (e *Env) multipathdMain(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "multipathd (ontap-csi test shim): unsupported command %q\n", args)
 	return 1
+}
+
+// showPaths prints a line per path in format, with %d (device), %m (its
+// map, "[orphan]" for none), %t (its state in the map: "active", or
+// "undef" outside one: the emulated maps never fail a path) and %T (the
+// path checker's, "ready").
+func showPaths(st *State, format string, out io.Writer) {
+	for _, s := range st.Sessions {
+		for _, d := range s.Devices {
+			m, dm := "[orphan]", "undef"
+			if mp := st.mapBySerial(d.Serial); mp != nil && slices.Contains(mp.Slaves, d.Loop) {
+				m, dm = mp.WWID, "active"
+			}
+			fmt.Fprintln(out, strings.NewReplacer("%d", d.Loop, "%m", m, "%t", dm, "%T", "ready").Replace(format))
+		}
+	}
 }
 
 // kernelPID returns the pid of the running kernel daemon, or 0.

@@ -31,6 +31,10 @@ type fixture struct {
 }
 
 func setup(t *testing.T, multipath bool) *fixture {
+	return setupWith(t, shimtest.Options{Multipath: multipath})
+}
+
+func setupWith(t *testing.T, o shimtest.Options) *fixture {
 	shimtest.Available(t)
 	s, err := ontapsim.New(ontapsim.Config{})
 	if err != nil {
@@ -41,7 +45,8 @@ func setup(t *testing.T, multipath bool) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := shimtest.Start(t, shimtest.Options{SimURL: url, Multipath: multipath})
+	o.SimURL = url
+	env := shimtest.Start(t, o)
 	san := shimtest.NewSAN(t, url)
 	san.CreateIgroup("host1", env.InitiatorIQN)
 	return &fixture{t: t, env: env, san: san}
@@ -139,7 +144,9 @@ func TestManualScanLogoutAndRecords(t *testing.T) {
 	if err != nil || string(vpd[4:]) != b.Serial || vpd[1] != 0x80 {
 		t.Fatalf("vpd_pg80 %q, %v", vpd, err)
 	}
+	// udev's links come after the device, as on a real host.
 	byPath := filepath.Join(f.env.DevDir, "disk", "by-path", fmt.Sprintf("ip-%s-iscsi-%s-lun-%d", portal, f.san.Target, idB))
+	f.waitFor("udev's by-path link", func(*shim.State) bool { _, err := os.Lstat(byPath); return err == nil })
 	if real, err := filepath.EvalSymlinks(byPath); err != nil || real != "/dev/"+d.Loop {
 		t.Fatalf("by-path link: %q, %v; want /dev/%s", real, err, d.Loop)
 	}
@@ -163,7 +170,7 @@ func TestManualScanLogoutAndRecords(t *testing.T) {
 	if _, err := os.Lstat(byPath); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("by-path link left: %v", err)
 	}
-	if out := f.mustRun("iscsiadm", "-m", "node"); out != fmt.Sprintf("%s,-1 %s\n", portal, f.san.Target) {
+	if out := f.mustRun("iscsiadm", "-m", "node"); out != fmt.Sprintf("%s,4294967295 %s\n", portal, f.san.Target) {
 		t.Fatalf("records %q", out)
 	}
 	f.mustRun("iscsiadm", "-m", "node", "-T", f.san.Target, "-p", portal, "-o", "delete")
@@ -212,6 +219,29 @@ func TestLoginRefusals(t *testing.T) {
 	}
 }
 
+// TestNodeRecordUpdatesAreChecked: as open-iscsi 2.1 does (the VM showed
+// it), "-o update" refuses a setting a node record does not have (exit 7)
+// and any -I an interface that does not exist (exit 3).
+func TestNodeRecordUpdatesAreChecked(t *testing.T) {
+	f := setup(t, false)
+	node := []string{"-m", "node", "-T", f.san.Target, "-p", f.san.Portals[0]}
+	f.mustRun("iscsiadm", append(node, "-o", "new")...)
+	for _, name := range []string{"node.session.scan", "node.session.timeo.replacement_timeout", "node.session.auth.password_in", "node.conn[0].timeo.login_timeout"} {
+		f.mustRun("iscsiadm", append(node, "-o", "update", "-n", name, "-v", "1")...)
+	}
+	for _, name := range []string{"bogus.key", "node.session.bogus", "node.conn[x].port", "node.conn[0].bogus"} {
+		if out, code := f.run("iscsiadm", append(node, "-o", "update", "-n", name, "-v", "1")...); code != 7 {
+			t.Errorf("update of %s: exit %d %s, want 7", name, code, out)
+		}
+	}
+	for _, op := range [][]string{{"-o", "new"}, {"-o", "update", "-n", "node.session.scan", "-v", "manual"}, {"-l"}} {
+		if out, code := f.run("iscsiadm", append(append(node, "-I", "nosuch"), op...)...); code != 3 {
+			t.Errorf("%v with -I nosuch: exit %d %s, want 3", op, code, out)
+		}
+	}
+	f.mustRun("iscsiadm", append(node, "-I", "default", "-o", "update", "-n", "node.session.scan", "-v", "manual")...)
+}
+
 func TestMultipathMaps(t *testing.T) {
 	f := setup(t, true)
 	l := f.san.CreateLUN("vol_mp", 8<<20)
@@ -232,6 +262,9 @@ func TestMultipathMaps(t *testing.T) {
 	}
 	st := f.waitFor("a map over both paths", func(st *shim.State) bool { return len(st.Maps) == 1 && len(st.Maps[0].Slaves) == 2 })
 	m := st.Maps[0]
+	if out := f.mustRun("multipathd", "show", "paths", "raw", "format", "%d %m %t"); strings.Count(out, m.WWID+" active") != 2 {
+		t.Fatalf("multipathd show paths: %q, want both paths active in %s", out, m.WWID)
+	}
 	if uuid, _ := os.ReadFile(filepath.Join(f.env.SysRoot, "block", m.Loop, "dm", "uuid")); strings.TrimSpace(string(uuid)) != "mpath-"+m.WWID {
 		t.Fatalf("dm/uuid %q, WWID %s", uuid, m.WWID)
 	}
@@ -290,5 +323,32 @@ func TestRefusesHostRoots(t *testing.T) {
 	t.Setenv(shim.EnvSysRoot, "")
 	if _, err := shim.LoadEnv(); err == nil {
 		t.Error("unset sysfs root accepted")
+	}
+}
+
+// TestMultipathdThatBuildsNoMap: with ISCSI_SHIM_MAP_DELAY=never the paths
+// appear with their links and no map ever does, as with a multipathd that
+// ignores the LUN (blacklisted, find_multipaths): the node's "no map"
+// branch runs through the shims too.
+func TestMultipathdThatBuildsNoMap(t *testing.T) {
+	f := setupWith(t, shimtest.Options{Multipath: true, MapDelay: "never"})
+	id := f.san.Map(f.san.CreateLUN("vol_nomap", 8<<20), "host1", -1)
+	portal := f.san.Portals[0]
+	if out, code := f.login(portal, "manual"); code != 0 {
+		t.Fatalf("login: %s", out)
+	}
+	host := f.env.State(t).Sessions[0].Host
+	scan := filepath.Join(f.env.SysRoot, "class", "scsi_host", fmt.Sprintf("host%d", host), "scan")
+	if err := os.WriteFile(scan, []byte(fmt.Sprintf("0 0 %d", id)), 0); err != nil {
+		t.Fatal(err)
+	}
+	byPath := filepath.Join(f.env.DevDir, "disk", "by-path", fmt.Sprintf("ip-%s:3260-iscsi-%s-lun-%d", portal, f.san.Target, id))
+	f.waitFor("udev's by-path link", func(*shim.State) bool { _, err := os.Lstat(byPath); return err == nil })
+	time.Sleep(time.Second)
+	if st := f.env.State(t); len(st.Maps) != 0 {
+		t.Fatalf("maps %+v, want none", st.Maps)
+	}
+	if out := f.mustRun("multipathd", "show", "paths", "raw", "format", "%m %t"); strings.TrimSpace(out) != "[orphan] undef" {
+		t.Fatalf("multipathd show paths: %q", out)
 	}
 }

@@ -25,6 +25,8 @@ type State struct {
 	// History records every loop device the shim ever attached, so the
 	// harness can prove none is left bound after teardown.
 	History []LoopRecord `json:"history"`
+	// Pending are udev's and multipathd's steps still to come (udev.go).
+	Pending []*Pending `json:"pending,omitempty"`
 }
 
 // LoopRecord is one loop device attach: the loop and what it was bound to.

@@ -124,6 +124,9 @@ type Options struct {
 	Multipath bool
 	// InitiatorIQN is the host's IQN; a random one by default.
 	InitiatorIQN string
+	// MapDelay is how long after udev a path joins its map
+	// (ISCSI_SHIM_MAP_DELAY, a duration or "never"); default the shim's.
+	MapDelay string
 }
 
 // Env is one installed shim.
@@ -190,6 +193,9 @@ func Start(t testing.TB, o Options) *Env {
 	}
 	if o.Multipath {
 		e.vars[shim.EnvMultipathd] = "1"
+	}
+	if o.MapDelay != "" {
+		e.vars[shim.EnvMapDelay] = o.MapDelay
 	}
 	e.startKernel(t)
 	t.Cleanup(func() { e.stop(t) })
