@@ -207,19 +207,5 @@ func (objs ontapObjects) with(words ...string) []string {
 
 // diff returns the lines added and removed from before to after.
 func (objs ontapObjects) diff(after ontapObjects) (added, removed []string) {
-	in := func(list ontapObjects, s string) bool {
-		i := sort.SearchStrings(list, s)
-		return i < len(list) && list[i] == s
-	}
-	for _, l := range after {
-		if !in(objs, l) {
-			added = append(added, l)
-		}
-	}
-	for _, l := range objs {
-		if !in(after, l) {
-			removed = append(removed, l)
-		}
-	}
-	return added, removed
+	return diff(objs, after)
 }

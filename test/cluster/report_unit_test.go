@@ -72,3 +72,15 @@ func TestFailedOps(t *testing.T) {
 		}
 	}
 }
+
+func TestOntapObjectsDiff(t *testing.T) {
+	before := ontapObjects{"igroup n2 [iqn]", "volume a", "volume b"}
+	after := ontapObjects{"volume a", "volume b", "volume c"}
+	added, removed := before.diff(after)
+	if strings.Join(added, "|") != "volume c" || strings.Join(removed, "|") != "igroup n2 [iqn]" {
+		t.Errorf("diff = +%q -%q, want +[volume c] -[igroup n2 [iqn]]", added, removed)
+	}
+	if added, removed := after.diff(after); len(added)+len(removed) != 0 {
+		t.Errorf("diff of a listing with itself = +%q -%q", added, removed)
+	}
+}
