@@ -160,11 +160,7 @@ func newInstallerFor(s *suite) *installer {
 
 // create creates obj (typed or unstructured).
 func (in *installer) create(ctx context.Context, obj runtime.Object) error {
-	u, err := toUnstructured(obj)
-	if err != nil {
-		return err
-	}
-	res, err := in.resource(u)
+	u, res, err := in.resource(obj)
 	if err != nil {
 		return err
 	}
@@ -177,11 +173,7 @@ func (in *installer) create(ctx context.Context, obj runtime.Object) error {
 
 // remove deletes obj, in the foreground; a missing object is no error.
 func (in *installer) remove(ctx context.Context, obj runtime.Object) error {
-	u, err := toUnstructured(obj)
-	if err != nil {
-		return err
-	}
-	res, err := in.resource(u)
+	u, res, err := in.resource(obj)
 	if err != nil {
 		return err
 	}
@@ -192,7 +184,12 @@ func (in *installer) remove(ctx context.Context, obj runtime.Object) error {
 	return nil
 }
 
-func (in *installer) resource(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+// resource returns obj as unstructured and the dynamic client of its kind.
+func (in *installer) resource(obj runtime.Object) (*unstructured.Unstructured, dynamic.ResourceInterface, error) {
+	u, err := toUnstructured(obj)
+	if err != nil {
+		return nil, nil, err
+	}
 	gvk := u.GroupVersionKind()
 	m, err := in.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
@@ -201,13 +198,13 @@ func (in *installer) resource(u *unstructured.Unstructured) (dynamic.ResourceInt
 			r.Reset()
 		}
 		if m, err = in.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return in.dyn.Resource(m.Resource).Namespace(u.GetNamespace()), nil
+		return u, in.dyn.Resource(m.Resource).Namespace(u.GetNamespace()), nil
 	}
-	return in.dyn.Resource(m.Resource), nil
+	return u, in.dyn.Resource(m.Resource), nil
 }
 
 // toUnstructured converts a typed object, setting its apiVersion and kind
