@@ -84,6 +84,12 @@ type Backend interface {
 	DeleteSnapshot(ctx context.Context, snap *Snapshot) error
 }
 
+// FreshCreator is a Backend whose CreateVolume may honour
+// CreateRequest.Fresh: it does when CreatesFresh is true.
+type FreshCreator interface {
+	CreatesFresh() bool
+}
+
 // Description is what a backend tells about itself for status and
 // metrics, once it has reached its storage system; fields it does not know
 // yet are empty.
@@ -168,6 +174,11 @@ type CreateRequest struct {
 	// Topologies are the requisite topologies the volume must be
 	// reachable from; nil means no constraint.
 	Topologies []map[string]string
+	// Fresh says that the controller did not look for what an earlier
+	// attempt of this request made. A FreshCreator that finds the name
+	// taken then fails with ErrNameTaken, changing nothing, and the
+	// controller looks the volume up and asks again without Fresh.
+	Fresh bool
 }
 
 // Source is where a clone comes from: exactly one field is set.
@@ -267,6 +278,9 @@ var (
 	// ErrPending: an earlier operation on the object (e.g. a create whose
 	// caller gave up) is still running on the storage system.
 	ErrPending = errors.New("operation pending")
+	// ErrNameTaken: a Fresh create found its name taken (see
+	// CreateRequest.Fresh). It never reaches a CO.
+	ErrNameTaken = errors.New("name taken")
 )
 
 // kindError carries a kind next to the error it classifies.

@@ -32,6 +32,9 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 		return nil, pending(name)
 	}
 	defer unlock()
+	if vol, ok, err := s.createFresh(ctx, req, use, params); ok {
+		return vol, err
+	}
 	done, resume, err := s.earlierCreate(ctx, req, use)
 	if err != nil || done != nil {
 		return done, err
@@ -103,15 +106,52 @@ func (s *Service) earlierCreate(ctx context.Context, req *csi.CreateVolumeReques
 	return nil, existing, nil
 }
 
+// createFresh creates the volume without first looking for one an earlier
+// attempt made, sparing a read per create, where the storage system itself
+// tells a retry: with one backend, whose CreateVolume honours Fresh, the
+// name (the volume ID) is taken in every pool of it. With several, an
+// earlier attempt's volume may sit on a backend the retry does not try
+// first. ok is false when the caller must look and create as usual: the
+// name is taken, or no pool fits (a volume made earlier is still returned
+// when the StorageClass no longer selects its pool).
+func (s *Service) createFresh(ctx context.Context, req *csi.CreateVolumeRequest, use *volumeUse, params *parameters) (vol *backends.Volume, ok bool, err error) {
+	if req.GetVolumeContentSource() != nil {
+		return nil, false, nil
+	}
+	bs, incomplete := s.backendSet()
+	if len(bs) != 1 || incomplete != nil {
+		return nil, false, nil
+	}
+	if f, ok := bs[0].(backends.FreshCreator); !ok || !f.CreatesFresh() {
+		return nil, false, nil
+	}
+	places, err := s.placements(ctx, params, use, req.GetAccessibilityRequirements(), req.GetName())
+	if err != nil {
+		return nil, false, nil
+	}
+	vol, err = s.createIn(ctx, req, use, params, places, nil, true)
+	if errors.Is(err, backends.ErrNameTaken) {
+		logrus.WithContext(ctx).WithField("volume", req.GetName()).Debug("name taken: looking for what an earlier attempt made")
+		return nil, false, nil
+	}
+	return vol, true, err
+}
+
 // createInPools creates the volume in the first pool that fits, trying the
 // next one while pools are full. A resumed create stays where the earlier
 // attempt started it.
 func (s *Service) createInPools(ctx context.Context, req *csi.CreateVolumeRequest, use *volumeUse, params *parameters, resume *found) (*backends.Volume, error) {
-	name := req.GetName()
-	places, err := s.placements(ctx, params, use, req.GetAccessibilityRequirements(), name)
+	places, err := s.placements(ctx, params, use, req.GetAccessibilityRequirements(), req.GetName())
 	if err != nil {
 		return nil, err
 	}
+	return s.createIn(ctx, req, use, params, places, resume, false)
+}
+
+// createIn creates the volume in the first of places that fits (see
+// createInPools); fresh: as CreateRequest.Fresh.
+func (s *Service) createIn(ctx context.Context, req *csi.CreateVolumeRequest, use *volumeUse, params *parameters, places []placement, resume *found, fresh bool) (*backends.Volume, error) {
+	name := req.GetName()
 	var lastErr error
 	for _, pl := range places {
 		if resume != nil && (pl.backend != resume.backend || resume.vol.Pool != "" && pl.pool.Name != resume.vol.Pool) {
@@ -121,7 +161,9 @@ func (s *Service) createInPools(ctx context.Context, req *csi.CreateVolumeReques
 		if err != nil {
 			return nil, err
 		}
-		vol, err := s.create(ctx, pl.backend, createRequest(name, pl.pool.Name, size, use, params, nil, pl.topologies))
+		r := createRequest(name, pl.pool.Name, size, use, params, nil, pl.topologies)
+		r.Fresh = fresh
+		vol, err := s.create(ctx, pl.backend, r)
 		if err == nil || !errors.Is(err, backends.ErrExhausted) {
 			return vol, err
 		}

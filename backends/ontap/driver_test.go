@@ -378,7 +378,8 @@ func TestSANPublishIgroupLifecycle(t *testing.T) {
 }
 
 // A publish spends no request it can do without: a new igroup is created
-// with the IQN in it, and a new map's answer names its reporting nodes. An
+// with the IQN in it, a new map's answer names its reporting nodes, and the
+// maps of a LUN that the lookup found unmapped are not read. An
 // igroup that exists without the IQN still gets it, and an existing map's
 // reporting nodes are still read.
 func TestSANPublishRequests(t *testing.T) {
@@ -387,6 +388,7 @@ func TestSANPublishRequests(t *testing.T) {
 		addInit   = "POST /api/protocols/san/igroups/{igroup.uuid}/initiators"
 		mapLUN    = "POST /api/protocols/san/lun-maps"
 		reporting = "GET /api/protocols/san/lun-maps/{lun.uuid}/{igroup.uuid}/reporting-nodes"
+		listMaps  = "GET /api/protocols/san/lun-maps"
 	)
 	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{Nodes: 4}, nil)
 	ctx := ctxT(t)
@@ -401,12 +403,13 @@ func TestSANPublishRequests(t *testing.T) {
 		requests map[string]int64
 		iqns     []string // the igroup's afterwards
 	}{
-		{"first publish", v1, iqn1, map[string]int64{igroups: 1, addInit: 0, mapLUN: 1, reporting: 0}, []string{iqn1}},
-		{"igroup without the IQN", v2, iqn2, map[string]int64{igroups: 0, addInit: 1, mapLUN: 1, reporting: 0}, []string{iqn1, iqn2}},
-		{"map exists", v1, iqn1, map[string]int64{igroups: 0, addInit: 0, mapLUN: 0, reporting: 1}, []string{iqn1, iqn2}},
+		{"first publish", v1, iqn1, map[string]int64{igroups: 1, addInit: 0, mapLUN: 1, reporting: 0, listMaps: 0}, []string{iqn1}},
+		{"igroup without the IQN", v2, iqn2, map[string]int64{igroups: 0, addInit: 1, mapLUN: 1, reporting: 0, listMaps: 0}, []string{iqn1, iqn2}},
+		{"map exists", v1, iqn1, map[string]int64{igroups: 0, addInit: 0, mapLUN: 0, reporting: 1, listMaps: 1}, []string{iqn1, iqn2}},
 	} {
+		vol := lookup(t, b, step.vol.ID) // as the controller does
 		before := s.Stats()
-		pc, err := b.Publish(ctx, step.vol, &backends.PublishRequest{
+		pc, err := b.Publish(ctx, vol, &backends.PublishRequest{
 			Node: backends.Node{Name: "worker-1", IQN: step.iqn}, AccessType: backends.AccessMount,
 		})
 		if err != nil {

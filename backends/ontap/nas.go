@@ -52,6 +52,10 @@ func (n *nasDriver) Volume(ctx context.Context, id string) (*backends.Volume, er
 	return bv, nil
 }
 
+// CreatesFresh implements backends.FreshCreator: ONTAP refuses a FlexVol
+// name that is taken in the SVM, and createFlexVol reports that.
+func (n *nasDriver) CreatesFresh() bool { return true }
+
 // autoPolicy reports whether the driver manages a volume's export policy.
 func (n *nasDriver) autoPolicy(opts backends.VolumeOptions) bool {
 	return n.cfg.AutoExportPolicy && opts.ExportPolicy == ""

@@ -100,30 +100,47 @@ func (n *nasDriver) grantAccess(ctx context.Context, t *exportTarget, node *back
 		return backends.Errorf(backends.ErrInvalid, "node %s has no address within autoExportCIDRs %v (addresses %v)",
 			node.Name, n.cfg.AutoExportCIDRs, node.IPs)
 	}
+	rule := rest.ExportRule{Clients: clients}
 	if t.policy == empty {
 		// First publish: the target's own policy is normally absent, so
-		// create it and its rule without reading first.
-		policy, err := n.client.CreateExportPolicy(ctx, policyName)
+		// create it, with its rule inline (§3.7), without reading first.
+		_, err := n.client.CreateExportPolicy(ctx, policyName, rule)
 		if err == nil {
-			// "Already exists" means an identical rule: an earlier attempt
-			// of this publish, cut short, added it.
-			if _, err := n.client.AddExportRule(ctx, policy.ID, rest.ExportRule{Clients: clients}); err != nil && !rest.IsAlreadyExists(err) {
-				return n.failure(err, "adding a rule for node %s to export policy %s", node.Name, policyName)
-			}
 			return n.applyPolicy(ctx, t, policyName)
 		}
 		if !rest.IsAlreadyExists(err) {
 			return n.failure(err, "creating export policy %s", policyName)
 		}
 	}
-	policy, err := n.ensurePolicy(ctx, policyName)
+	policy, rules, created, err := n.policyWithRules(ctx, policyName, rule)
 	if err != nil {
 		return err
 	}
-	if err := n.reconcileRule(ctx, policy, node.Name, clients); err != nil {
-		return err
+	if !created {
+		if err := n.reconcileRule(ctx, policy, rules, node.Name, clients); err != nil {
+			return err
+		}
 	}
 	return n.applyPolicy(ctx, t, policyName)
+}
+
+// policyWithRules returns the export policy called name with its rules, in
+// one read; one that is absent is created holding rules, in one request
+// (§3.7): created is true, and has is nil.
+func (n *nasDriver) policyWithRules(ctx context.Context, name string, rules ...rest.ExportRule) (p *rest.ExportPolicy, has []rest.ExportRule, created bool, err error) {
+	p, has, err = n.client.GetExportPolicyRules(ctx, name)
+	if rest.IsNotFound(err) {
+		if p, err = n.client.CreateExportPolicy(ctx, name, rules...); err == nil {
+			return p, nil, true, nil
+		}
+		if rest.IsAlreadyExists(err) { // made concurrently
+			p, has, err = n.client.GetExportPolicyRules(ctx, name)
+		}
+	}
+	if err != nil {
+		return nil, nil, false, n.failure(err, "reading export policy %s", name)
+	}
+	return p, has, false, nil
 }
 
 // applyPolicy puts the target on the export policy.
@@ -157,13 +174,10 @@ func (n *nasDriver) nodeClients(node *backends.Node) []string {
 	return slices.Compact(out)
 }
 
-// reconcileRule makes the policy hold exactly one rule for the node: clients
-// = its addresses, NFS, read-write, root squash off (Trident's rule).
-func (n *nasDriver) reconcileRule(ctx context.Context, policy *rest.ExportPolicy, node string, clients []string) error {
-	rules, err := n.client.ListExportRules(ctx, policy.ID)
-	if err != nil {
-		return n.failure(err, "reading the rules of export policy %s", policy.Name)
-	}
+// reconcileRule makes the policy, which holds rules, hold exactly one rule
+// for the node: clients = its addresses, NFS, read-write, root squash off
+// (Trident's rule).
+func (n *nasDriver) reconcileRule(ctx context.Context, policy *rest.ExportPolicy, rules []rest.ExportRule, node string, clients []string) error {
 	found, drifted := false, false
 	for _, r := range rules {
 		if !overlaps(r.Clients, clients) {
@@ -228,16 +242,12 @@ func (n *nasDriver) revokeAccess(ctx context.Context, t *exportTarget, nodeName 
 	if t.policy != t.own {
 		return nil
 	}
-	policy, err := n.client.GetExportPolicy(ctx, t.own)
+	policy, rules, err := n.client.GetExportPolicyRules(ctx, t.own)
 	if rest.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return n.failure(err, "reading export policy %s", t.own)
-	}
-	rules, err := n.client.ListExportRules(ctx, policy.ID)
-	if err != nil {
-		return n.failure(err, "reading the rules of export policy %s", policy.Name)
 	}
 	var clients []string
 	switch {

@@ -47,17 +47,17 @@ func (n *nasEconomyDriver) init(ctx context.Context) error {
 	if n.cfg.AutoExportPolicy {
 		return nil
 	}
-	p, err := n.ensurePolicy(ctx, qtreePoolPolicy)
+	everyone := []rest.ExportRule{{Clients: []string{"0.0.0.0/0"}}, {Clients: []string{"::/0"}}}
+	p, rules, created, err := n.policyWithRules(ctx, qtreePoolPolicy, everyone...)
 	if err != nil {
 		return backends.Errorf(backends.ErrUnavailable, "backend %s: %w", n.Name(), err)
 	}
-	rules, err := n.client.ListExportRules(ctx, p.ID)
-	if err != nil || len(rules) > 0 {
-		return n.failure(err, "reading the rules of export policy %s", qtreePoolPolicy)
+	if created || len(rules) > 0 {
+		return nil
 	}
-	for _, c := range []string{"0.0.0.0/0", "::/0"} {
-		if _, err := n.client.AddExportRule(ctx, p.ID, rest.ExportRule{Clients: []string{c}}); err != nil && !rest.IsAlreadyExists(err) {
-			return n.failure(err, "adding rule %s to export policy %s", c, qtreePoolPolicy)
+	for _, r := range everyone {
+		if _, err := n.client.AddExportRule(ctx, p.ID, r); err != nil && !rest.IsAlreadyExists(err) {
+			return n.failure(err, "adding rule %s to export policy %s", r.Clients[0], qtreePoolPolicy)
 		}
 	}
 	return nil
@@ -169,6 +169,11 @@ func (n *nasEconomyDriver) poolAttrs(aggr string, s *settings) poolAttrs {
 		snapshotReserve: s.snapshotReserve, tieringPolicy: s.TieringPolicy, encryption: s.Encryption, snapshotDir: &dir,
 	}
 }
+
+// CreatesFresh is false: an ontap-nas-economy volume is a qtree in a
+// pool the create picks, and the create adopts one an earlier attempt
+// made wherever it is; the controller looks first.
+func (n *nasEconomyDriver) CreatesFresh() bool { return false }
 
 // CreateVolume makes a qtree with its tree quota in a pool with room, or
 // completes one an earlier attempt left without its quota.

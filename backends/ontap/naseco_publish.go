@@ -91,16 +91,16 @@ func (n *nasEconomyDriver) grantPoolAccess(ctx context.Context, pool *rest.Volum
 		return backends.Errorf(backends.ErrInvalid, "node %s has no address within autoExportCIDRs %v (addresses %v)",
 			node.Name, n.cfg.AutoExportCIDRs, node.IPs)
 	}
-	policy, err := n.ensurePolicy(ctx, name)
+	want := make([]rest.ExportRule, 0, len(clients))
+	for _, c := range clients {
+		want = append(want, rest.ExportRule{Clients: []string{c}})
+	}
+	policy, rules, created, err := n.policyWithRules(ctx, name, want...)
 	if err != nil {
 		return err
 	}
-	rules, err := n.client.ListExportRules(ctx, policy.ID)
-	if err != nil {
-		return n.failure(err, "reading the rules of export policy %s", name)
-	}
 	for _, c := range clients {
-		if admitted(rules, c) {
+		if created || admitted(rules, c) {
 			continue
 		}
 		if _, err := n.client.AddExportRule(ctx, policy.ID, rest.ExportRule{Clients: []string{c}}); err != nil && !rest.IsAlreadyExists(err) {

@@ -79,9 +79,14 @@ func TestNASEconomyPublishExportsTheQtree(t *testing.T) {
 	b, s := nasEconomy(t, ontapsim.Config{}, nil)
 	vol := create(t, b, pvName(1), gib, backends.AccessMount)
 	node := backends.Node{Name: "n1", IPs: []string{"10.0.0.7"}}
-	pc, err := b.Publish(ctxT(t), vol, &backends.PublishRequest{Node: node})
-	if err != nil {
-		t.Fatal(err)
+	var pc map[string]string
+	got := requestsOf(t, s, func() (err error) {
+		pc, err = b.Publish(ctxT(t), vol, &backends.PublishRequest{Node: node})
+		return err
+	})
+	// The pool's and the qtree's policies are made with their rules.
+	if n := got["POST /api/protocols/nfs/export-policies/{policy.id}/rules"]; n != 0 {
+		t.Errorf("%d rules added one by one (%v)", n, got)
 	}
 	pool := pools(s)[0]
 	if want := "/" + pool.Name + "/" + tridentQtree(1); pc["nfsPath"] != want || pc["protocol"] != "file" {

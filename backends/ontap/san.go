@@ -28,6 +28,7 @@ var perNodeIgroupRE = regexp.MustCompile(`^.+-` + uuidRE + `$`)
 type sanDriver struct {
 	*driver
 	targetIQN string
+	lifs      lifCache // san_lifs.go
 }
 
 func (s *sanDriver) init(ctx context.Context) error {
@@ -87,6 +88,10 @@ func (s *sanDriver) readLUNSizes(ctx context.Context) (map[string]int64, error) 
 	return out, nil
 }
 
+// CreatesFresh implements backends.FreshCreator, as for ontap-nas: a
+// half-made volume (a FlexVol without its LUN) takes the name too.
+func (s *sanDriver) CreatesFresh() bool { return true }
+
 // CreateVolume makes the FlexVol (unmounted, 10 % above the LUN), the LUN
 // and Trident's LUN attributes; or completes what an earlier attempt made.
 func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateRequest) (*backends.Volume, error) {
@@ -136,16 +141,27 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 
 func (s *sanDriver) createLUN(ctx context.Context, volume string, size int64, st *settings, fsType string) error {
 	path := lunPath(volume)
-	lun, err := s.client.CreateLUN(ctx, rest.LUNCreate{
+	attrs := map[string]string{lunAttrFSType: fsType, lunAttrContext: driverContext}
+	// The attributes go in the LUN's POST: one request instead of three.
+	// ONTAP takes them there wherever it has LUN attributes at all (9.10,
+	// as the attributes endpoint; ontap-san-economy relies on the same).
+	_, err := s.client.CreateLUN(ctx, rest.LUNCreate{
 		Path: path, Size: size, OSType: "linux", SpaceAllocation: st.SpaceAllocation, QoSPolicy: st.QoSPolicy,
+		Attributes: attrs,
 	})
-	if rest.IsAlreadyExists(err) { // an earlier attempt made it
-		lun, err = s.client.GetLUN(ctx, path)
+	if err == nil {
+		return nil
 	}
+	if !rest.IsAlreadyExists(err) {
+		return s.createFailure(err, "creating LUN %s", path)
+	}
+	// An earlier attempt made it; one made by a version that set the
+	// attributes one by one may lack them.
+	lun, err := s.client.GetLUN(ctx, path)
 	if err != nil {
 		return s.createFailure(err, "creating LUN %s", path)
 	}
-	for name, value := range map[string]string{lunAttrFSType: fsType, lunAttrContext: driverContext} {
+	for name, value := range attrs {
 		if err := s.client.SetLUNAttribute(ctx, lun.UUID, name, value); err != nil {
 			return s.failure(err, "setting attribute %s of LUN %s", name, path)
 		}
@@ -209,7 +225,9 @@ func (s *sanDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 // this order a delete interrupted half way leaves the volume, so the retry
 // finds it and finishes, rather than an orphaned igroup.
 func (s *sanDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) error {
-	if lun := handleOf(vol).lun; lun != nil {
+	// The LUN was read by this call (the lookup that made vol): only one
+	// that ONTAP reported mapped has maps to read and remove.
+	if lun := handleOf(vol).lun; lun != nil && lun.Mapped {
 		if err := s.unmapAll(ctx, lun); err != nil {
 			return err
 		}

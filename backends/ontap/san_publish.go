@@ -33,9 +33,14 @@ func (s *sanDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 	}
 	defer unlock()
 
-	m, err := s.existingMap(ctx, h.lun, igName, node.IQN)
-	if err != nil {
-		return nil, err
+	// The LUN was read by this call (the lookup that made vol): one that
+	// ONTAP reported unmapped has no map to find. One mapped meanwhile
+	// makes CreateLUNMap answer "already exists", handled below.
+	var m *rest.LUNMap
+	if h.lun.Mapped {
+		if m, err = s.existingMap(ctx, h.lun, igName, node.IQN); err != nil {
+			return nil, err
+		}
 	}
 	if m == nil || m.IgroupName == igName {
 		if err := s.ensureIgroup(ctx, igName, node.IQN); err != nil {
@@ -137,33 +142,6 @@ func (s *sanDriver) ensureIgroup(ctx context.Context, name, iqn string) error {
 		return s.failure(err, "adding initiator %s to igroup %s", iqn, name)
 	}
 	return nil
-}
-
-// portals are the up iSCSI LIFs on the nodes that report the LUN (SLM), as
-// Trident publishes them: addresses without port. The nodes are read only
-// if the map does not carry them (a map that existed before).
-func (s *sanDriver) portals(ctx context.Context, m *rest.LUNMap) ([]string, error) {
-	nodes := m.ReportingNodes
-	if nodes == nil {
-		var err error
-		if nodes, err = s.client.LUNMapReportingNodes(ctx, m.LUNUUID, m.IgroupUUID); err != nil {
-			return nil, s.failure(err, "reading the reporting nodes of the LUN map")
-		}
-	}
-	lifs, err := s.client.DataLIFs(ctx, rest.ServiceDataISCSI)
-	if err != nil {
-		return nil, s.failure(err, "listing iSCSI data LIFs")
-	}
-	var out []string
-	for _, l := range lifs {
-		if l.State == "up" && (len(nodes) == 0 || slices.Contains(nodes, l.CurrentNode)) {
-			out = append(out, l.Address)
-		}
-	}
-	if len(out) == 0 {
-		return nil, backends.Errorf(backends.ErrUnavailable, "no iSCSI data LIF is up on the nodes reporting the LUN (%v)", nodes)
-	}
-	return out, nil
 }
 
 // fsType is the filesystem the node should find or make: the capability's,

@@ -141,6 +141,10 @@ func (s *sanEconomyDriver) poolAttrs(aggr string, st *settings) poolAttrs {
 	}
 }
 
+// CreatesFresh is false, as for ontap-nas-economy: the LUN's pool is
+// picked by the create.
+func (s *sanEconomyDriver) CreatesFresh() bool { return false }
+
 // CreateVolume makes a LUN, with Trident's attributes and our record in
 // the same request, in a pool with room; or, for a clone, a LUN clone in
 // its source's pool.

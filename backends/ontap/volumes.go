@@ -167,6 +167,8 @@ func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest,
 	switch {
 	case err == nil:
 		return &rest.Volume{Name: c.Name, Size: c.Size, Comment: c.Comment, JunctionPath: c.JunctionPath, ExportPolicy: c.ExportPolicy}, nil
+	case rest.IsAlreadyExists(err) && req.Fresh:
+		return nil, backends.Errorf(backends.ErrNameTaken, "creating volume %s: %w", c.Name, err)
 	case rest.IsAlreadyExists(err):
 		return d.adopt(ctx, req)
 	case d.lacksSpace(ctx, err, aggr, c.SpaceReserve, c.Size):

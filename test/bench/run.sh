@@ -94,6 +94,11 @@ run "Controller (issue 5)" \
 "CreateVolume and ControllerPublishVolume over a CSI unix socket to the Identity and Controller services of the allInOne role, assembled in the test process as cmd/ontap-csi assembles them (test/sanity/inprocess.go), on the simulator with realistic latency: *ontap-req/call* is what the simulator counted, *ratio* the wall time divided by the latency the simulator injected." "" \
 go test -count=1 ./test/sanity -run '^$' -bench . -benchtime 10x
 
+run_md "Controller ONTAP round trips (issue 18)" \
+"ONTAP requests per controller call, steady state (caches warm): 40 volumes created, published to one node, unpublished and deleted, 8 calls in parallel, through the in-process controller on the simulator with realistic latency (test/sanity/roundtrips_test.go), this commit against e5f6d06 (main before issue 18's round-trip work), the arms alternating, 5 runs each. Requests are counted by the simulator and do not vary between runs; *wall* is the phase's wall time; *sum of calls / injected* the calls' summed time over the latency the simulator injected." \
+"$work/roundtrips.md" \
+env ONTAP_CSI_BENCH_OUT="$work/roundtrips.md" test/bench/roundtrips.sh
+
 run "iSCSI attach and detach (issue 6)" \
 "One Attach and one Detach of a LUN through the iSCSI shims, where every host tool (iscsiadm, multipath, multipathd, blockdev) is a process, single-path and with multipath." "" \
 go test -count=1 ./node/iscsi -run '^$' -bench BenchmarkAttachDetach -benchtime 10x

@@ -1,0 +1,150 @@
+package sanity
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/sirupsen/logrus"
+
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
+	"github.com/ontap-csi/ontap-csi/test/ontapsim"
+)
+
+// TestControllerRoundTrips counts the ONTAP requests of each controller
+// call in steady state: the backend connected and its caches warm (one
+// volume went through every call first), then 40 volumes created,
+// published to a node, unpublished and deleted, 8 calls in parallel, as
+// csi-provisioner and csi-attacher issue them, against the simulator's
+// realistic latency. It logs a Markdown table (requests per call, which
+// requests, and the calls' summed wall time over the latency the simulator
+// injected while serving them). Opt in (make bench):
+//
+//	ONTAP_CSI_BENCH=1 go test -count=1 ./test/sanity -run '^TestControllerRoundTrips$' -v
+//
+// ONTAP_CSI_ROUNDTRIP_VOLUMES and ONTAP_CSI_ROUNDTRIP_WORKERS change 40 and
+// 8. test/bench/roundtrips.sh runs it against a base commit.
+func TestControllerRoundTrips(t *testing.T) {
+	if os.Getenv("ONTAP_CSI_BENCH") == "" {
+		t.Skip("benchmark: set ONTAP_CSI_BENCH=1 (make bench)")
+	}
+	n, workers := envInt(t, "ONTAP_CSI_ROUNDTRIP_VOLUMES", 40), envInt(t, "ONTAP_CSI_ROUNDTRIP_WORKERS", 8)
+	level := logrus.GetLevel()
+	logrus.SetLevel(logrus.WarnLevel)
+	t.Cleanup(func() { logrus.SetLevel(level) })
+	var rows []string
+	for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
+		p := Start(t, Options{Driver: driver, Sim: ontapsim.Config{Latency: ontapsim.RealisticLatency(), Seed: 42}})
+		lifeCycle(t, p, []string{"pvc-warm-" + driver}, 1) // warms the caches
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("pvc-%s-%04d", driver, i)
+		}
+		for _, r := range lifeCycle(t, p, names, workers) {
+			rows = append(rows, r.row(driver, n, workers))
+		}
+		p.AssertClean(t)
+	}
+	t.Logf("| driver | call | volumes | workers | ONTAP requests per call | requests | wall time | sum of calls / injected |")
+	t.Logf("|---|---|---:|---:|---:|---|---:|---:|")
+	for _, r := range rows {
+		t.Log(r)
+	}
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var n int
+	if _, err := fmt.Sscan(v, &n); err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+// phase is one call of lifeCycle over every volume.
+type phase struct {
+	*scaleResult
+	endpoints map[string]int64
+}
+
+// lifeCycle creates, publishes, unpublishes and deletes every volume of
+// names, workers calls at a time, and returns what each phase cost.
+func lifeCycle(t *testing.T, p *Plugin, names []string, workers int) []phase {
+	t.Helper()
+	capability := mountCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+	contexts := make(map[string]map[string]string, len(names))
+	var mu sync.Mutex
+	calls := []struct {
+		name string
+		call func(context.Context, string) error
+	}{
+		{"CreateVolume", func(ctx context.Context, name string) error {
+			resp, err := p.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{
+				Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30}, VolumeCapabilities: []*csi.VolumeCapability{capability},
+			})
+			if err == nil {
+				mu.Lock()
+				contexts[name] = resp.GetVolume().GetVolumeContext()
+				mu.Unlock()
+			}
+			return err
+		}},
+		{"ControllerPublishVolume", func(ctx context.Context, name string) error {
+			mu.Lock()
+			vc := contexts[name]
+			mu.Unlock()
+			_, err := p.Controller.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
+				VolumeId: name, NodeId: NodeID, VolumeCapability: capability, VolumeContext: vc,
+			})
+			return err
+		}},
+		{"ControllerUnpublishVolume", func(ctx context.Context, name string) error {
+			_, err := p.Controller.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: name, NodeId: NodeID})
+			return err
+		}},
+		{"DeleteVolume", func(ctx context.Context, name string) error {
+			_, err := p.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: name})
+			return err
+		}},
+	}
+	var out []phase
+	for _, c := range calls {
+		before := p.Sim.Stats()
+		r := scalePhase(t, p, c.name, names, workers, c.call)
+		out = append(out, phase{scaleResult: r, endpoints: endpointDiff(before, p.Sim.Stats())})
+	}
+	return out
+}
+
+func endpointDiff(before, after ontapsim.Stats) map[string]int64 {
+	out := map[string]int64{}
+	for _, k := range after.Keys() {
+		if d := after.Endpoints[k].Requests - before.Endpoints[k].Requests; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func (ph phase) row(driver string, n, workers int) string {
+	keys := make([]string, 0, len(ph.endpoints))
+	for k := range ph.endpoints {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var which []string
+	for _, k := range keys {
+		which = append(which, fmt.Sprintf("%s %.2f", strings.Replace(k, " /api/", " /", 1), float64(ph.endpoints[k])/float64(n)))
+	}
+	return fmt.Sprintf("| %s | %s | %d | %d | %.2f | %s | %s | %.3f |", driver, ph.call, n, workers,
+		float64(ph.requests)/float64(ph.count), strings.Join(which, "; "), fmt.Sprintf("%.2fs", ph.wall.Seconds()),
+		ph.callTime.Seconds()/ph.injected.Seconds())
+}
