@@ -90,6 +90,17 @@ type FreshCreator interface {
 	CreatesFresh() bool
 }
 
+// VolumeLocator is a Backend that finds a volume under the name on the
+// storage system that the volume's records give (its PersistentVolume's
+// internalName, Trident's TridentVolume), for volumes its naming rule does
+// not name: a nameTemplate's, an import kept under its own name, one made
+// under another storagePrefix.
+type VolumeLocator interface {
+	// VolumeAt returns volume id at internalName, or ErrNotFound (also
+	// for a name this backend could not have: it is not this backend's).
+	VolumeAt(ctx context.Context, id, internalName string) (*Volume, error)
+}
+
 // Description is what a backend tells about itself for status and
 // metrics, once it has reached its storage system; fields it does not know
 // yet are empty.
@@ -156,6 +167,9 @@ type VolumeOptions struct {
 	SplitOnClone    *bool
 	TieringPolicy   string
 	QoSPolicy       string
+	// SkipRecoveryQueue: delete the volume without ONTAP's recovery queue
+	// (Trident's per-claim annotation); nil takes the pool's default.
+	SkipRecoveryQueue *bool
 }
 
 // CreateRequest asks for a new volume.

@@ -60,6 +60,9 @@ func (s *Service) contentSource(ctx context.Context, src *csi.VolumeContentSourc
 		if err != nil {
 			return nil, err
 		}
+		if err := f.managed("cloned (clone a snapshot of it)"); err != nil {
+			return nil, err
+		}
 		return &cloneSource{backend: f.backend, volume: f.vol, id: id, size: f.vol.SizeBytes}, nil
 	}
 	return nil, invalidArg("volume content source has neither a snapshot nor a volume")
@@ -71,6 +74,9 @@ func (s *Service) createClone(ctx context.Context, name string, req *csi.CreateV
 	b := src.backend
 	if p.backendType != "" && p.backendType != b.Driver() {
 		return nil, invalidArg("source %s lives on a %s backend; the StorageClass asks for %s", src.id, b.Driver(), p.backendType)
+	}
+	if p.protocol != "" && p.protocol != b.Protocol() {
+		return nil, invalidArg("source %s is a %s volume; the claim's %sprotocol asks for %s", src.id, b.Protocol(), annPrefix, p.protocol)
 	}
 	if err := use.fitsVolume(b.Protocol(), src.volume); err != nil {
 		return nil, invalidArg("cannot clone %s for this use: %v", src.id, err)
@@ -94,5 +100,5 @@ func (s *Service) createClone(ctx context.Context, name string, req *csi.CreateV
 		r.FSType = src.volume.FSType
 	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": name, "source": src.id}).Info("cloning")
-	return s.create(ctx, b, r)
+	return s.create(ctx, b, r, p.mutable)
 }

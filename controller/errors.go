@@ -49,6 +49,12 @@ func exhausted(format string, args ...any) error {
 	return newError(codes.ResourceExhausted, format, args...)
 }
 
+// failedPrecondition: something the request depends on is not there or not
+// ready yet (the claim, its clone source); the CO retries.
+func failedPrecondition(format string, args ...any) error {
+	return newError(codes.FailedPrecondition, format, args...)
+}
+
 func alreadyExists(format string, args ...any) error {
 	return newError(codes.AlreadyExists, format, args...)
 }

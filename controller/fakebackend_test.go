@@ -25,6 +25,9 @@ type fakeBackend struct {
 	published map[string][]string           // volume -> node names
 	failWith  error                         // returned by every call when set
 	creates   []*backends.CreateRequest
+	modifies  []backends.Modify // applied by ModifyVolume
+	lookups   int               // calls of Volume
+	groups    int               // group snapshots taken
 	// With block set, CreateVolume signals entered and waits on block.
 	block, entered chan struct{}
 }
@@ -89,12 +92,33 @@ func (f *fakeBackend) CreateVolume(_ context.Context, r *backends.CreateRequest)
 func (f *fakeBackend) Volume(_ context.Context, id string) (*backends.Volume, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lookups++
 	if f.failWith != nil {
 		return nil, f.failWith
 	}
 	v, ok := f.vols[id]
-	if !ok {
+	if !ok || v.Context[fakeOwnName] != "" {
+		// One with a name of its own is not where the naming rule looks.
 		return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found", id)
+	}
+	c := *v
+	return &c, nil
+}
+
+// fakeOwnName is the volume context key of a fake volume's name of its own
+// (not the naming rule's): only VolumeAt finds it.
+const fakeOwnName = "internalName"
+
+// VolumeAt implements backends.VolumeLocator.
+func (f *fakeBackend) VolumeAt(_ context.Context, id, internalName string) (*backends.Volume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return nil, f.failWith
+	}
+	v, ok := f.vols[id]
+	if !ok || v.Context[fakeOwnName] != internalName {
+		return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found at %s", id, internalName)
 	}
 	c := *v
 	return &c, nil
@@ -177,4 +201,49 @@ func (f *fakeBackend) DeleteSnapshot(_ context.Context, s *backends.Snapshot) er
 	defer f.mu.Unlock()
 	delete(f.snaps, s.VolumeID+"/"+s.Name)
 	return nil
+}
+
+// CheckModify refuses, as ontap-san does, what an iSCSI volume lacks.
+func (f *fakeBackend) CheckModify(m *backends.Modify) error {
+	if f.protocol == backends.ProtocolBlock && (m.UnixPermissions != nil || m.ExportPolicy != nil || m.SnapshotDir != nil) {
+		return backends.Errorf(backends.ErrInvalid, "does not apply to iSCSI volumes")
+	}
+	return nil
+}
+
+func (f *fakeBackend) ModifyVolume(_ context.Context, v *backends.Volume, m *backends.Modify) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return f.failWith
+	}
+	f.modifies = append(f.modifies, *m)
+	return nil
+}
+
+// CreateGroupSnapshot snapshots vols at one instant, all or none.
+func (f *fakeBackend) CreateGroupSnapshot(_ context.Context, vols []*backends.Volume, name string) ([]*backends.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failWith != nil {
+		return nil, f.failWith
+	}
+	out := make([]*backends.Snapshot, 0, len(vols))
+	for _, v := range vols {
+		if s := f.snaps[v.ID+"/"+name]; s != nil {
+			out = append(out, s) // taken by an earlier call
+		}
+	}
+	if len(out) == len(vols) {
+		return out, nil
+	}
+	out = out[:0]
+	for _, v := range vols {
+		out = append(out, &backends.Snapshot{Name: name, VolumeID: v.ID, CreatedAt: time.Unix(1700000001, 0), SizeBytes: v.SizeBytes, Ready: true})
+	}
+	for _, s := range out {
+		f.snaps[s.VolumeID+"/"+name] = s
+	}
+	f.groups++
+	return out, nil
 }

@@ -16,6 +16,8 @@ import (
 type found struct {
 	vol     *backends.Volume
 	backend backends.Backend
+	// notManaged: the records mark it Trident's unmanaged import.
+	notManaged bool
 }
 
 // findVolume resolves a volume ID by asking every backend, as Trident's
@@ -28,10 +30,14 @@ func (s *Service) findVolume(ctx context.Context, id string) (*found, error) {
 		vol *backends.Volume
 		err error
 	}
+	rec, err := s.record(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	bs, incomplete := s.backendSet()
 	answers := make([]answer, len(bs))
 	if len(bs) == 1 {
-		v, err := bs[0].Volume(ctx, id)
+		v, err := volumeOn(ctx, bs[0], id, rec.InternalName)
 		answers[0] = answer{v, err}
 	} else {
 		var wg sync.WaitGroup
@@ -39,7 +45,7 @@ func (s *Service) findVolume(ctx context.Context, id string) (*found, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				v, err := b.Volume(ctx, id)
+				v, err := volumeOn(ctx, b, id, rec.InternalName)
 				answers[i] = answer{v, err}
 			}()
 		}
@@ -50,13 +56,15 @@ func (s *Service) findVolume(ctx context.Context, id string) (*found, error) {
 	for i, a := range answers {
 		switch {
 		case a.err == nil:
-			hits = append(hits, found{a.vol, bs[i]})
+			hits = append(hits, found{vol: a.vol, backend: bs[i]})
 		case !errors.Is(a.err, backends.ErrNotFound) && failure == nil:
 			failure = backends.Named(bs[i].Name(), a.err)
 		}
 	}
 	if len(hits) > 0 {
-		return ownerOf(ctx, hits), nil
+		f := ownerOf(ctx, hits)
+		f.notManaged = rec.NotManaged
+		return f, nil
 	}
 	if failure != nil {
 		return nil, failure
@@ -96,7 +104,7 @@ func (s *Service) allVolumes(ctx context.Context) ([]found, error) {
 			return nil, backends.Named(b.Name(), err)
 		}
 		for _, v := range vols {
-			byID[v.ID] = append(byID[v.ID], found{v, b})
+			byID[v.ID] = append(byID[v.ID], found{vol: v, backend: b})
 		}
 	}
 	out := make([]found, 0, len(byID))

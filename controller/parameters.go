@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 )
 
 // parameters are the StorageClass parameters Trident honours, parsed.
@@ -27,7 +28,13 @@ type parameters struct {
 	iops bool
 	// wantSnapshots, wantClones: the StorageClass asked for "true".
 	wantSnapshots, wantClones bool
-	options                   backends.VolumeOptions
+	// protocol restricts placement to backends of one protocol (the
+	// claim's trident.netapp.io/protocol); "" any.
+	protocol backends.Protocol
+	options  backends.VolumeOptions
+	// mutable are the CreateVolume's mutable parameters (a
+	// VolumeAttributesClass), also laid over options.
+	mutable *backends.Modify
 }
 
 // tridentPrefix marks Trident's PVC-annotation spelling of a parameter
@@ -132,16 +139,15 @@ func (p *parameters) setOption(k, v string) (known bool, err error) {
 		o.SnapshotPolicy = v
 	case "snapshotReserve":
 		var n int
-		n, err = strconv.Atoi(strings.TrimSuffix(v, "%"))
-		if err == nil && (n < 0 || n > 90) {
-			err = fmt.Errorf("%d is outside 0..90 percent", n)
-		}
+		n, err = parseReserve(v)
 		o.SnapshotReserve = &n
 	case "snapshotDirectory", "snapshotDir":
 		o.SnapshotDir, err = parseBoolPtr(v)
 	case "unixPermissions":
+		_, err = config.ParseUnixPermissions(v)
 		o.UnixPermissions = v
 	case "exportPolicy":
+		err = config.CheckExportPolicyName(v)
 		o.ExportPolicy = v
 	case "securityStyle":
 		err = oneOf(v, "unix", "mixed", "ntfs")
@@ -149,7 +155,7 @@ func (p *parameters) setOption(k, v string) (known bool, err error) {
 	case "splitOnClone":
 		o.SplitOnClone, err = parseBoolPtr(v)
 	case "tieringPolicy":
-		o.TieringPolicy = v
+		o.TieringPolicy, err = config.ParseTieringPolicy(v)
 	case "qosPolicy":
 		o.QoSPolicy = v
 	default:

@@ -37,7 +37,7 @@ func (s *Service) placements(ctx context.Context, p *parameters, use *volumeUse,
 	}
 	var matched, out []placement
 	for _, b := range bs {
-		if p.backendType != "" && b.Driver() != p.backendType {
+		if p.backendType != "" && b.Driver() != p.backendType || p.protocol != "" && b.Protocol() != p.protocol {
 			continue
 		}
 		if use != nil && use.supportedBy(b.Protocol()) != nil {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
@@ -32,6 +33,13 @@ type Config struct {
 	BackendSource BackendSource
 	// Nodes answers who a node is (iSCSI IQN, IP addresses).
 	Nodes NodeRegistry
+	// Claims, if set, reads the claim a CreateVolume is for (named by
+	// csi-provisioner's --extra-create-metadata), for Trident's
+	// trident.netapp.io annotations.
+	Claims ClaimReader
+	// Records, if set, says where volumes whose ONTAP name is not the
+	// naming rule's live.
+	Records VolumeRecords
 }
 
 // BackendSource supplies backends that change at run time.
@@ -44,14 +52,19 @@ type BackendSource interface {
 	Backends() ([]backends.Backend, error)
 }
 
-// Service implements csi.ControllerServer.
+// Service implements csi.ControllerServer and csi.GroupControllerServer.
 type Service struct {
 	csi.UnimplementedControllerServer
+	csi.UnimplementedGroupControllerServer
 
 	static []backends.Backend
 	source BackendSource
 	nodes  NodeRegistry
-	locks  keymutex.Mutex // keys in locks.go
+	claims ClaimReader
+	// records and what was read from them (records.go).
+	records     VolumeRecords
+	recordCache sync.Map
+	locks       keymutex.Mutex // keys in locks.go
 }
 
 // New returns a controller serving cfg's backends. With none it still
@@ -69,9 +82,11 @@ func New(cfg Config) (*Service, error) {
 		seen[b.Name()] = true
 	}
 	return &Service{
-		static: append([]backends.Backend(nil), cfg.Backends...),
-		source: cfg.BackendSource,
-		nodes:  cfg.Nodes,
+		static:  append([]backends.Backend(nil), cfg.Backends...),
+		source:  cfg.BackendSource,
+		nodes:   cfg.Nodes,
+		claims:  cfg.Claims,
+		records: cfg.Records,
 	}, nil
 }
 
@@ -114,7 +129,6 @@ func (s *Service) Backends() []backends.Backend {
 //     is refused (InvalidArgument), never silently ignored.
 //   - LIST_VOLUMES_PUBLISHED_NODES and GET_VOLUME: publications are not
 //     recorded anywhere the controller could list them cheaply.
-//   - MODIFY_VOLUME.
 var capabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 	csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
@@ -125,6 +139,7 @@ var capabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_GET_SNAPSHOT,
 	csi.ControllerServiceCapability_RPC_CLONE_VOLUME,
 	csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+	csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 }
 
 // ControllerGetCapabilities advertises only what this service implements.

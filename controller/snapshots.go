@@ -69,6 +69,9 @@ func (s *Service) createSnapshot(ctx context.Context, req *csi.CreateSnapshotReq
 	if err != nil {
 		return nil, err
 	}
+	if err := f.managed("snapshotted"); err != nil {
+		return nil, err
+	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"snapshot": name, "volume": volID, "backend": f.backend.Name()}).Info("creating snapshot")
 	return f.backend.CreateSnapshot(ctx, f.vol, name)
 }

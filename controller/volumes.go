@@ -32,14 +32,27 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 		return nil, pending(name)
 	}
 	defer unlock()
-	if vol, ok, err := s.createFresh(ctx, req, use, params); ok {
-		return vol, err
+	// The claim's annotations decide the volume as the StorageClass does,
+	// so they are read before a fresh create. A claim that cannot be read
+	// (gone, API down, a bad annotation) fails only a volume not made yet:
+	// a retry of one that exists is answered without it.
+	source, claimErr := s.applyClaimOf(ctx, req, use, params)
+	if claimErr == nil && source == nil {
+		if vol, ok, err := s.createFresh(ctx, req, use, params); ok {
+			return vol, err
+		}
 	}
 	done, resume, err := s.earlierCreate(ctx, req, use)
+	if err == nil && done != nil {
+		err = s.finishClone(ctx, done, params.mutable)
+	}
 	if err != nil || done != nil {
 		return done, err
 	}
-	src, err := s.contentSource(ctx, req.GetVolumeContentSource())
+	if claimErr != nil {
+		return nil, claimErr
+	}
+	src, err := s.contentSource(ctx, source)
 	if err != nil {
 		return nil, err
 	}
@@ -47,6 +60,19 @@ func (s *Service) createVolume(ctx context.Context, req *csi.CreateVolumeRequest
 		return s.createClone(ctx, name, req, use, params, src)
 	}
 	return s.createInPools(ctx, req, use, params, resume)
+}
+
+// applyClaimOf lays the annotations of the volume's claim over params and
+// use, and returns the source its cloneFromPVC names, if any.
+func (s *Service) applyClaimOf(ctx context.Context, req *csi.CreateVolumeRequest, use *volumeUse, params *parameters) (*csi.VolumeContentSource, error) {
+	claim, co, err := s.claimOf(ctx, req.GetName(), req.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	if err := applyClaim(co, params, use); err != nil {
+		return nil, err
+	}
+	return s.cloneFromClaim(ctx, claim, co, req.GetVolumeContentSource())
 }
 
 // checkCreateRequest checks a CreateVolume's arguments before anything is
@@ -76,8 +102,8 @@ func checkCreateRequest(req *csi.CreateVolumeRequest) (*volumeUse, *parameters, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(req.GetMutableParameters()) > 0 {
-		return nil, nil, invalidArg("mutable parameters (VolumeAttributesClass) are not supported")
+	if err := params.setMutable(req.GetMutableParameters()); err != nil {
+		return nil, nil, err
 	}
 	return use, params, nil
 }
@@ -125,7 +151,7 @@ func (s *Service) createFresh(ctx context.Context, req *csi.CreateVolumeRequest,
 	if f, ok := bs[0].(backends.FreshCreator); !ok || !f.CreatesFresh() {
 		return nil, false, nil
 	}
-	places, err := s.placements(ctx, params, use, req.GetAccessibilityRequirements(), req.GetName())
+	places, err := s.fittingPlacements(ctx, req, use, params)
 	if err != nil {
 		return nil, false, nil
 	}
@@ -137,11 +163,21 @@ func (s *Service) createFresh(ctx context.Context, req *csi.CreateVolumeRequest,
 	return vol, true, err
 }
 
+// fittingPlacements are the pools the volume may go to, in order, that
+// also take its mutable parameters.
+func (s *Service) fittingPlacements(ctx context.Context, req *csi.CreateVolumeRequest, use *volumeUse, params *parameters) ([]placement, error) {
+	places, err := s.placements(ctx, params, use, req.GetAccessibilityRequirements(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return mutableFits(places, params.mutable)
+}
+
 // createInPools creates the volume in the first pool that fits, trying the
 // next one while pools are full. A resumed create stays where the earlier
 // attempt started it.
 func (s *Service) createInPools(ctx context.Context, req *csi.CreateVolumeRequest, use *volumeUse, params *parameters, resume *found) (*backends.Volume, error) {
-	places, err := s.placements(ctx, params, use, req.GetAccessibilityRequirements(), req.GetName())
+	places, err := s.fittingPlacements(ctx, req, use, params)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +199,7 @@ func (s *Service) createIn(ctx context.Context, req *csi.CreateVolumeRequest, us
 		}
 		r := createRequest(name, pl.pool.Name, size, use, params, nil, pl.topologies)
 		r.Fresh = fresh
-		vol, err := s.create(ctx, pl.backend, r)
+		vol, err := s.create(ctx, pl.backend, r, params.mutable)
 		if err == nil || !errors.Is(err, backends.ErrExhausted) {
 			return vol, err
 		}
@@ -179,11 +215,23 @@ func (s *Service) createIn(ctx context.Context, req *csi.CreateVolumeRequest, us
 	return nil, lastErr
 }
 
-func (s *Service) create(ctx context.Context, b backends.Backend, r *backends.CreateRequest) (*backends.Volume, error) {
+// create creates a volume on b. Mutable parameters (a
+// VolumeAttributesClass) are already among r's options; a clone, which
+// inherits its source's attributes, gets them applied afterwards.
+func (s *Service) create(ctx context.Context, b backends.Backend, r *backends.CreateRequest, mutable *backends.Modify) (*backends.Volume, error) {
+	if !mutable.Empty() {
+		if _, err := modifierOf(b, mutable); err != nil {
+			return nil, err
+		}
+	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{
 		"volume": r.Name, "backend": b.Name(), "pool": r.Pool, "size": r.SizeBytes, "access": r.AccessType,
 	}).Info("creating volume")
-	return b.CreateVolume(ctx, r)
+	vol, err := b.CreateVolume(ctx, r)
+	if err != nil || r.Source == nil || mutable.Empty() {
+		return vol, err
+	}
+	return vol, modifyClone(ctx, b, vol.ID, mutable)
 }
 
 func createRequest(name, pool string, size int64, use *volumeUse, p *parameters, src *backends.Source, topo []map[string]string) *backends.CreateRequest {
@@ -265,13 +313,25 @@ func (s *Service) deleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest
 	defer unlock()
 	f, err := s.findVolume(ctx, id)
 	if errors.Is(err, backends.ErrNotFound) {
+		s.recordCache.Delete(id)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	if f.notManaged {
+		// Trident deletes only its record of an unmanaged import.
+		logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "internalName": f.vol.Context["internalName"]}).
+			Info("volume is an unmanaged import: left on ONTAP")
+		s.recordCache.Delete(id)
+		return nil
+	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "backend": f.backend.Name()}).Info("deleting volume")
-	return f.backend.DeleteVolume(ctx, f.vol)
+	if err := f.backend.DeleteVolume(ctx, f.vol); err != nil {
+		return err
+	}
+	s.recordCache.Delete(id)
+	return nil
 }
 
 // ValidateVolumeCapabilities confirms the capabilities a volume supports.
@@ -415,6 +475,9 @@ func (s *Service) expandVolume(ctx context.Context, req *csi.ControllerExpandVol
 	defer unlock()
 	f, err := s.findVolume(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.managed("resized"); err != nil {
 		return nil, err
 	}
 	if use != nil {

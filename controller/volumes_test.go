@@ -557,7 +557,7 @@ func TestControllerGetCapabilities(t *testing.T) {
 	}
 	want := []string{
 		"CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "LIST_VOLUMES", "GET_CAPACITY",
-		"CREATE_DELETE_SNAPSHOT", "LIST_SNAPSHOTS", "GET_SNAPSHOT", "CLONE_VOLUME", "EXPAND_VOLUME",
+		"CREATE_DELETE_SNAPSHOT", "LIST_SNAPSHOTS", "GET_SNAPSHOT", "CLONE_VOLUME", "EXPAND_VOLUME", "MODIFY_VOLUME",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("advertised %v, want %v", got, want)

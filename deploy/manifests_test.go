@@ -39,6 +39,7 @@ func TestHelmRendersTheKustomizeObjects(t *testing.T) {
 	}{
 		{"defaults", "kustomize/base", nil},
 		{"ha", "kustomize/ha", []string{"controller.replicas=2"}},
+		{"group-snapshots", "kustomize/group-snapshots", []string{"groupSnapshots=true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := kustomize(t, tc.dir)
@@ -143,6 +144,29 @@ func TestNodeDaemonSet(t *testing.T) {
 			ds := get[*appsv1.DaemonSet](t, objs, nodeDaemonSet)
 			checkNodeDaemonSet(t, ds, tc.kubeletDir)
 		})
+	}
+}
+
+// node.maxVolumesPerNode becomes the node plugin's --max-volumes-per-node;
+// unset, the flag is not given (no limit).
+func TestHelmMaxVolumesPerNode(t *testing.T) {
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"node.maxVolumesPerNode=32"}, "--max-volumes-per-node=32"},
+	} {
+		ds := get[*appsv1.DaemonSet](t, helm(t, tc.set...), nodeDaemonSet)
+		var got string
+		for _, a := range ds.Spec.Template.Spec.Containers[0].Args {
+			if strings.HasPrefix(a, "--max-volumes-per-node") {
+				got = a
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.set, got, tc.want)
+		}
 	}
 }
 
@@ -430,6 +454,11 @@ func TestControllerDeployment(t *testing.T) {
 				}
 				want := []string{"--v=2", "--csi-address=$(ADDRESS)", w.workers, "--timeout=600s",
 					"--retry-interval-start=10s", "--retry-interval-max=300s", "--kube-api-qps=25.0", "--kube-api-burst=50"}
+				if c.Name == "csi-provisioner" {
+					// The claim a CreateVolume is for, for its
+					// trident.netapp.io annotations.
+					want = append(want, "--extra-create-metadata")
+				}
 				if ha {
 					want = append(want, "--leader-election")
 				}

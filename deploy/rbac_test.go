@@ -23,9 +23,11 @@ import (
 //     backend credentials are mounted, not read through the API.
 //   - csistoragecapacities, pods and replicasets for the provisioner:
 //     only with --enable-capacity.
-//   - volumeattributesclasses: the resizer's modify controller starts only
-//     for drivers with MODIFY_VOLUME.
-//   - groupsnapshot.storage.k8s.io: feature gate CSIVolumeGroupSnapshot is off.
+//   - nothing for VolumeAttributesClasses beyond what ControllerModifyVolume
+//     needs (below).
+//   - groupsnapshot.storage.k8s.io, unless group snapshots are turned on
+//     (kustomize/group-snapshots, Helm groupSnapshots=true): csi-snapshotter's
+//     feature gate CSIVolumeGroupSnapshot is off by default.
 //   - events list/watch/update: client-go's recorder only creates and
 //     patches (aggregated repeats).
 //   - leases list/watch/delete: client-go's Lease lock gets, creates and
@@ -39,12 +41,15 @@ var allowedRBAC = map[string][]string{
 	// csi-provisioner: PVs it creates and deletes, claims (update: the
 	// clone-protection finalizer), classes, events, snapshot sources (update:
 	// source-protection finalizer and its orphan sweep), topology from
-	// CSINode and Node, and VolumeAttachments (no delete while attached).
+	// CSINode and Node, VolumeAttachments (no delete while attached), and
+	// the VolumeAttributesClass a claim names (one get per CreateVolume:
+	// its parameters become the request's mutable_parameters).
 	"ClusterRole/ontap-csi-provisioner": {
 		"/persistentvolumes:get", "/persistentvolumes:list", "/persistentvolumes:watch",
 		"/persistentvolumes:create", "/persistentvolumes:patch", "/persistentvolumes:delete",
 		"/persistentvolumeclaims:get", "/persistentvolumeclaims:list", "/persistentvolumeclaims:watch", "/persistentvolumeclaims:update",
 		"storage.k8s.io/storageclasses:get", "storage.k8s.io/storageclasses:list", "storage.k8s.io/storageclasses:watch",
+		"storage.k8s.io/volumeattributesclasses:get",
 		"/events:create", "/events:patch",
 		"snapshot.storage.k8s.io/volumesnapshots:get", "snapshot.storage.k8s.io/volumesnapshots:list",
 		"snapshot.storage.k8s.io/volumesnapshots:watch", "snapshot.storage.k8s.io/volumesnapshots:update",
@@ -63,13 +68,18 @@ var allowedRBAC = map[string][]string{
 		"storage.k8s.io/volumeattachments/status:patch",
 	},
 	// csi-resizer: PV capacity, claims and their status, pods using a claim
-	// (--handle-volume-inuse-error), events.
+	// (--handle-volume-inuse-error), events, and the VolumeAttributesClasses
+	// of its modify controller, which runs because ontap-csi advertises
+	// MODIFY_VOLUME (feature gate VolumeAttributesClass, GA and on by
+	// default in v2.1.0 where the cluster serves storage.k8s.io/v1).
 	"ClusterRole/ontap-csi-resizer": {
 		"/persistentvolumes:get", "/persistentvolumes:list", "/persistentvolumes:watch", "/persistentvolumes:patch",
 		"/persistentvolumeclaims:get", "/persistentvolumeclaims:list", "/persistentvolumeclaims:watch",
 		"/persistentvolumeclaims/status:patch",
 		"/pods:get", "/pods:list", "/pods:watch",
 		"/events:create", "/events:patch",
+		"storage.k8s.io/volumeattributesclasses:get", "storage.k8s.io/volumeattributesclasses:list",
+		"storage.k8s.io/volumeattributesclasses:watch",
 	},
 	// csi-snapshotter (sidecar): classes, contents (handle, finalizer) and
 	// their status, events.
@@ -120,16 +130,36 @@ var allowedRBAC = map[string][]string{
 	// The controller: node info from Node annotations (get), and once per
 	// --backend_storage_poll_interval the lists behind trident_node_count,
 	// trident_storageclass_count and ontap_csi_volume_info
-	// (controller/inventory).
-	"ClusterRole/ontap-csi-controller": {"/nodes:get", "/nodes:list", "/persistentvolumes:list", "storage.k8s.io/storageclasses:list"},
+	// (controller/inventory). CreateVolume gets the claim csi-provisioner
+	// names (--extra-create-metadata) for its trident.netapp.io
+	// annotations, and each volume's PV for the ONTAP name it records
+	// (controller/kubevolumes).
+	"ClusterRole/ontap-csi-controller": {"/nodes:get", "/nodes:list", "/persistentvolumes:list", "storage.k8s.io/storageclasses:list",
+		"/persistentvolumeclaims:get", "/persistentvolumes:get"},
 	// Helm's uninstall Job: kubectl rollout status on one DaemonSet.
 	"Role/ontap-csi-deregister-wait": {
 		"apps/daemonsets:get", "apps/daemonsets:list", "apps/daemonsets:watch",
 	},
 }
 
-// allowedRBACOverrides: the overlays whose roles grant less.
+// groupSnapshotterRBAC: csi-snapshotter with its feature gate
+// CSIVolumeGroupSnapshot: group snapshot classes, and contents (handle,
+// finalizer) and their status.
+var groupSnapshotterRBAC = append(slices.Clone(allowedRBAC["ClusterRole/ontap-csi-snapshotter"]),
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotclasses:get", "groupsnapshot.storage.k8s.io/volumegroupsnapshotclasses:list",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotclasses:watch",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents:get", "groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents:list",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents:watch", "groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents:update",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents:patch",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents/status:update",
+	"groupsnapshot.storage.k8s.io/volumegroupsnapshotcontents/status:patch",
+)
+
+// allowedRBACOverrides: the renderings whose roles grant other than
+// allowedRBAC: less (trident-node), or more where a feature asks for it.
 var allowedRBACOverrides = map[string]map[string][]string{
+	"kustomize/group-snapshots": {"ClusterRole/ontap-csi-snapshotter": groupSnapshotterRBAC},
+	"helm-group-snapshots":      {"ClusterRole/ontap-csi-snapshotter": groupSnapshotterRBAC},
 	// Trident's controller gets the node info over its REST API and never
 	// reads a Node annotation.
 	"kustomize/trident-node": {
@@ -154,11 +184,13 @@ var allowedBindings = map[string]string{
 
 func TestRBACIsTheAllowList(t *testing.T) {
 	for what, objs := range map[string]objects{
-		"kustomize/base":         kustomize(t, "kustomize/base"),
-		"kustomize/ha":           kustomize(t, "kustomize/ha"),
-		"kustomize/trident-node": kustomize(t, "kustomize/trident-node"),
-		"helm":                   helm(t),
-		"helm-ha":                helm(t, "controller.replicas=2"),
+		"kustomize/base":            kustomize(t, "kustomize/base"),
+		"kustomize/ha":              kustomize(t, "kustomize/ha"),
+		"kustomize/trident-node":    kustomize(t, "kustomize/trident-node"),
+		"kustomize/group-snapshots": kustomize(t, "kustomize/group-snapshots"),
+		"helm":                      helm(t),
+		"helm-ha":                   helm(t, "controller.replicas=2"),
+		"helm-group-snapshots":      helm(t, "groupSnapshots=true"),
 	} {
 		t.Run(strings.ReplaceAll(what, "/", "-"), func(t *testing.T) {
 			roles := map[string][]rbacv1.PolicyRule{}

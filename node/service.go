@@ -40,6 +40,10 @@ type Config struct {
 	NodeID string
 	// Topology is reported as the node's accessible topology.
 	Topology map[string]string
+	// MaxVolumesPerNode is reported in NodeGetInfo: kubelet's scheduler
+	// places no more of this driver's volumes on the node (CSINode
+	// allocatable). 0 means no limit.
+	MaxVolumesPerNode int64
 
 	// KubeletDir is --kubelet-dir. Staging and target paths of requests
 	// must lie below it.
@@ -206,7 +210,7 @@ func newService(cfg Config, ini initiator) (*Service, error) {
 // NodeGetInfo answers from local state only and never fails: kubelet calls it
 // during registration, and an error there drops the driver by name (K5, I6).
 func (s *Service) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
-	resp := &csi.NodeGetInfoResponse{NodeId: s.cfg.NodeID}
+	resp := &csi.NodeGetInfoResponse{NodeId: s.cfg.NodeID, MaxVolumesPerNode: s.cfg.MaxVolumesPerNode}
 	if len(s.cfg.Topology) > 0 {
 		segments := make(map[string]string, len(s.cfg.Topology))
 		for k, v := range s.cfg.Topology {

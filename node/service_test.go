@@ -441,6 +441,19 @@ func TestNFSPublishErrors(t *testing.T) {
 	}
 }
 
+// --max-volumes-per-node reaches kubelet through NodeGetInfo; 0 leaves the
+// field unset, which kubelet reads as no limit.
+func TestNodeGetInfoMaxVolumes(t *testing.T) {
+	for _, max := range []int64{0, 1, 64} {
+		ts := newTestService(t)
+		ts.cfg.MaxVolumesPerNode = max
+		info, err := ts.NodeGetInfo(context.Background(), &csi.NodeGetInfoRequest{})
+		if err != nil || info.GetMaxVolumesPerNode() != max {
+			t.Errorf("max %d: NodeGetInfo %v, %v", max, info, err)
+		}
+	}
+}
+
 func TestNodeGetInfoAndCapabilities(t *testing.T) {
 	ts := newTestService(t)
 	ts.cfg.Topology = map[string]string{"topology.kubernetes.io/zone": "z1"}

@@ -41,6 +41,8 @@ type volumeMeta struct {
 	// topology narrowed its pool's; nil means the pool's. A retried
 	// CreateVolume and ListVolumes must answer what the first create did.
 	Topologies []map[string]string
+	// SkipRecoveryQueue, when set, overrides the pool's default at delete.
+	SkipRecoveryQueue *bool
 }
 
 func (m *volumeMeta) fields() map[string]string {
@@ -48,7 +50,7 @@ func (m *volumeMeta) fields() map[string]string {
 	for k, v := range map[string]string{
 		"access": m.AccessType, "fsType": m.FSType, "sourceSnapshot": m.SourceSnapshotID,
 		"sourceVolume": m.SourceVolumeID, "pool": m.Pool, "backend": m.Backend,
-		"topology": encodeTopologies(m.Topologies),
+		"topology": encodeTopologies(m.Topologies), "skipRecoveryQueue": formatBoolPtr(m.SkipRecoveryQueue),
 	} {
 		if v != "" {
 			f[k] = v
@@ -91,8 +93,24 @@ func decodeComment(comment string) (labels map[string]string, meta *volumeMeta) 
 	return labels, &volumeMeta{
 		Name: f["name"], Size: max(size, 0), AccessType: f["access"], FSType: f["fsType"],
 		SourceSnapshotID: f["sourceSnapshot"], SourceVolumeID: f["sourceVolume"], Pool: f["pool"], Backend: f["backend"],
-		Topologies: decodeTopologies(f["topology"]),
+		Topologies: decodeTopologies(f["topology"]), SkipRecoveryQueue: parseBoolPtr(f["skipRecoveryQueue"]),
 	}
+}
+
+func formatBoolPtr(b *bool) string {
+	if b == nil {
+		return ""
+	}
+	return strconv.FormatBool(*b)
+}
+
+// parseBoolPtr reads what formatBoolPtr wrote; anything else is unset.
+func parseBoolPtr(s string) *bool {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return nil
+	}
+	return &b
 }
 
 // encodeTopologies writes topologies compactly, as the comment's values

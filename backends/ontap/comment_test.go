@@ -8,7 +8,8 @@ import (
 )
 
 func TestCommentRoundTrip(t *testing.T) {
-	m := &volumeMeta{Name: "pvc-1", Size: 10 << 30, AccessType: "mount", FSType: "ext4", SourceSnapshotID: "pvc-0/snap",
+	skip := true
+	m := &volumeMeta{SkipRecoveryQueue: &skip, Name: "pvc-1", Size: 10 << 30, AccessType: "mount", FSType: "ext4", SourceSnapshotID: "pvc-0/snap",
 		Pool: "b1_pool_0", Backend: "b1",
 		Topologies: []map[string]string{{"topology.kubernetes.io/zone": "a", "topology.kubernetes.io/region": "r1"}, {"topology.kubernetes.io/zone": "b"}}}
 	c, err := encodeComment(map[string]string{"team": "db"}, m)

@@ -43,7 +43,12 @@ func (n *nasDriver) init(ctx context.Context) error {
 
 // Volume implements backends.Backend.
 func (n *nasDriver) Volume(ctx context.Context, id string) (*backends.Volume, error) {
-	v, meta, partial, err := n.lookup(ctx, id)
+	return n.VolumeAt(ctx, id, n.volumeName(id))
+}
+
+// VolumeAt implements backends.VolumeLocator.
+func (n *nasDriver) VolumeAt(ctx context.Context, id, internalName string) (*backends.Volume, error) {
+	v, meta, partial, err := n.lookup(ctx, id, internalName)
 	if err != nil {
 		return nil, err
 	}

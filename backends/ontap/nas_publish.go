@@ -103,7 +103,7 @@ func (n *nasDriver) grantAccess(ctx context.Context, t *exportTarget, node *back
 	rule := rest.ExportRule{Clients: clients}
 	if t.policy == empty {
 		// First publish: the target's own policy is normally absent, so
-		// create it, with its rule inline (§3.7), without reading first.
+		// create it, with its rule inline (docs/design/ontap-rest.md §3.7), without reading first.
 		_, err := n.client.CreateExportPolicy(ctx, policyName, rule)
 		if err == nil {
 			return n.applyPolicy(ctx, t, policyName)
@@ -126,7 +126,7 @@ func (n *nasDriver) grantAccess(ctx context.Context, t *exportTarget, node *back
 
 // policyWithRules returns the export policy called name with its rules, in
 // one read; one that is absent is created holding rules, in one request
-// (§3.7): created is true, and has is nil.
+// (docs/design/ontap-rest.md §3.7): created is true, and has is nil.
 func (n *nasDriver) policyWithRules(ctx context.Context, name string, rules ...rest.ExportRule) (p *rest.ExportPolicy, has []rest.ExportRule, created bool, err error) {
 	p, has, err = n.client.GetExportPolicyRules(ctx, name)
 	if rest.IsNotFound(err) {

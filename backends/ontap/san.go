@@ -56,7 +56,12 @@ func (s *sanDriver) init(ctx context.Context) error {
 // Volume implements backends.Backend. It reads the LUN too: its absence
 // marks a create that stopped after the FlexVol.
 func (s *sanDriver) Volume(ctx context.Context, id string) (*backends.Volume, error) {
-	v, meta, partial, err := s.lookup(ctx, id)
+	return s.VolumeAt(ctx, id, s.volumeName(id))
+}
+
+// VolumeAt implements backends.VolumeLocator.
+func (s *sanDriver) VolumeAt(ctx context.Context, id, internalName string) (*backends.Volume, error) {
+	v, meta, partial, err := s.lookup(ctx, id, internalName)
 	if err != nil {
 		return nil, err
 	}

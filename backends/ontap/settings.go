@@ -46,6 +46,9 @@ func (d *driver) resolve(req *backends.CreateRequest) (*settings, error) {
 	if o.SplitOnClone != nil {
 		s.SplitOnClone = *o.SplitOnClone
 	}
+	if o.SkipRecoveryQueue != nil {
+		s.SkipRecoveryQueue = *o.SkipRecoveryQueue
+	}
 	switch {
 	case o.SnapshotReserve != nil:
 		s.snapshotReserve = *o.SnapshotReserve
@@ -69,6 +72,11 @@ func (d *driver) resolve(req *backends.CreateRequest) (*settings, error) {
 // meta builds the record of a new volume.
 func (d *driver) meta(req *backends.CreateRequest, s *settings) *volumeMeta {
 	m := &volumeMeta{Name: req.Name, Size: req.SizeBytes, AccessType: string(req.AccessType), Pool: req.Pool, Backend: d.Name()}
+	if req.Options.SkipRecoveryQueue != nil {
+		// Per volume (the claim's annotation): DeleteVolume has only
+		// the volume to go by.
+		m.SkipRecoveryQueue = req.Options.SkipRecoveryQueue
+	}
 	if req.Topologies != nil && !sameTopologies(req.Topologies, d.poolTopologies(req.Pool)) {
 		m.Topologies = req.Topologies
 	}

@@ -33,11 +33,17 @@ func (d *driver) volumeName(csiName string) string { return volumeName(d.cfg.Sto
 // without a record of its own is reported partial: a clone whose create
 // stopped before it got its comment (ONTAP leaves it empty or copies the
 // parent's), or one Trident made; the retried create completes it.
-func (d *driver) lookup(ctx context.Context, id string) (*rest.Volume, *volumeMeta, bool, error) {
+//
+// name is the FlexVol's name: the naming rule's, or what the volume's
+// records say (VolumeAt).
+func (d *driver) lookup(ctx context.Context, id, name string) (*rest.Volume, *volumeMeta, bool, error) {
+	if !volumeNameRE.MatchString(name) || len(name) > maxVolumeName {
+		// Not a FlexVol name: checked before ONTAP is asked.
+		return nil, nil, false, backends.Errorf(backends.ErrNotFound, "volume %s not found (%q is no ONTAP volume name)", id, name)
+	}
 	if err := d.ready(ctx); err != nil {
 		return nil, nil, false, err
 	}
-	name := d.volumeName(id)
 	v, err := d.client.GetVolume(ctx, name)
 	if err != nil {
 		return nil, nil, false, d.failure(err, "looking up volume %s", id)
@@ -128,7 +134,7 @@ func (d *driver) volumeID(v *rest.Volume, meta *volumeMeta) (string, bool) {
 // It decides from one read: ONTAP's answer that the name is taken may
 // precede the volume becoming visible.
 func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest) (*rest.Volume, error) {
-	v, meta, partialClone, err := d.lookup(ctx, req.Name)
+	v, meta, partialClone, err := d.lookup(ctx, req.Name, d.volumeName(req.Name))
 	switch {
 	case rest.IsNotFound(err):
 		// ONTAP has no volume of that name, yet refused the create as a
@@ -286,7 +292,11 @@ func (d *driver) ListVolumes(ctx context.Context) ([]*backends.Volume, error) {
 // FlexClones cannot go before them: ErrInUse, naming the clones.
 func (d *driver) deleteFlexVol(ctx context.Context, vol *backends.Volume) error {
 	h := handleOf(vol)
-	err := d.client.DeleteVolume(ctx, h.vol.UUID, d.poolDefaults(vol.Pool).SkipRecoveryQueue)
+	skip := d.poolDefaults(vol.Pool).SkipRecoveryQueue
+	if h.meta != nil && h.meta.SkipRecoveryQueue != nil {
+		skip = *h.meta.SkipRecoveryQueue
+	}
+	err := d.client.DeleteVolume(ctx, h.vol.UUID, skip)
 	switch {
 	case err == nil || rest.IsNotFound(err):
 	case rest.IsInUse(err):

@@ -49,6 +49,7 @@ type options struct {
 	kubeletDir           string
 	metricsAddress       string
 	nodeTopology         string
+	maxVolumesPerNode    int64
 	hostRoot             string
 	registrationDir      string
 	handoverGrace        time.Duration
@@ -166,6 +167,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.kubeletDir, "kubelet-dir", envOr("KUBELET_DIR", "/var/lib/kubelet"), "kubelet root directory on the host (default from $KUBELET_DIR, else /var/lib/kubelet)")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "host:port for /healthz, /readyz and /metrics (empty: off unless --metrics)")
 	fs.StringVar(&o.nodeTopology, "node-topology", "", "topology segments reported by NodeGetInfo, key=value[,key=value...]")
+	// Trident has no such flag; the name is csi-driver-nfs's and TopoLVM's.
+	fs.Int64Var(&o.maxVolumesPerNode, "max-volumes-per-node", 0, "volumes of this driver the scheduler may place on the node, reported by NodeGetInfo (0: no limit)")
 	fs.StringVar(&o.hostRoot, "host-root", hostRootAuto, "where the host's root filesystem is mounted in the container; host tools run chrooted into it. \"auto\": /host when it holds a root filesystem (Trident's DaemonSet mounts it there), else none")
 	fs.StringVar(&o.registrationDir, "registration-dir", "", "kubelet plugin registration directory as seen by this process (default <kubelet-dir>/plugins_registry, else <host-root>/<kubelet-dir>/plugins_registry)")
 	fs.DurationVar(&o.handoverGrace, "handover-grace", 20*time.Second, "on SIGTERM, keep serving this long for a successor to take over (keep it below terminationGracePeriodSeconds)")
@@ -292,6 +295,9 @@ func (o *options) validateNodeDataPath() error {
 		if v < 1 {
 			return usagef("%s %d must be at least 1", name, v)
 		}
+	}
+	if o.maxVolumesPerNode < 0 {
+		return usagef("--max-volumes-per-node %d must not be negative", o.maxVolumesPerNode)
 	}
 	if o.iscsiDeviceTimeout <= 0 {
 		return usagef("--iscsi-device-timeout %s must be positive", o.iscsiDeviceTimeout)

@@ -84,7 +84,7 @@ func statusOf(t *testing.T, url string) int {
 // The plugin capabilities of each role, written out, so that a change to
 // them fails here: the node plugin has no controller service.
 func TestPluginCapabilitiesPerRole(t *testing.T) {
-	controller := []string{"service VOLUME_ACCESSIBILITY_CONSTRAINTS", "service CONTROLLER_SERVICE", "volume expansion ONLINE"}
+	controller := []string{"service VOLUME_ACCESSIBILITY_CONSTRAINTS", "service CONTROLLER_SERVICE", "service GROUP_CONTROLLER_SERVICE", "volume expansion ONLINE"}
 	for role, want := range map[string][]string{
 		roleNode:       {"service VOLUME_ACCESSIBILITY_CONSTRAINTS"},
 		roleController: controller,

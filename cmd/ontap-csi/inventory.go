@@ -12,14 +12,12 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller/inventory"
+	"github.com/ontap-csi/ontap-csi/controller/kubevolumes"
 	"github.com/ontap-csi/ontap-csi/controller/tridentnodes"
 	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
 
-var (
-	pvsGVR            = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}
-	storageClassesGVR = schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "storageclasses"}
-)
+var storageClassesGVR = schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "storageclasses"}
 
 var errNoKube = errors.New("no Kubernetes API")
 
@@ -56,7 +54,7 @@ func (f *clusterFacts) list(ctx context.Context, gvr schema.GroupVersionResource
 
 // pvs are the driver's PersistentVolumes with their claims and classes.
 func (f *clusterFacts) pvs(ctx context.Context) ([]inventory.PV, error) {
-	items, err := f.list(ctx, pvsGVR)
+	items, err := f.list(ctx, kubevolumes.PVsGVR)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ func newNode(o *options, reporter node.Reporter) (*node.Service, error) {
 	return node.New(node.Config{
 		NodeID:             o.csiNodeName,
 		Topology:           o.topology,
+		MaxVolumesPerNode:  o.maxVolumesPerNode,
 		KubeletDir:         o.kubeletDir,
 		TrackingDir:        o.trackingDir,
 		LockDir:            o.lockDir,

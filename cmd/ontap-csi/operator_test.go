@@ -56,8 +56,12 @@ const (
 // grants deploy/ adds for it (TridentBackendConfigs and their status, the
 // credential Secrets, TridentNodes, Nodes for topology labels), and the
 // PersistentVolumes and StorageClasses the metrics count, which Trident's
-// own controller role may list too.
+// own controller role may list too; a volume's PV and TridentVolume for
+// its ONTAP name, and the claim of a CreateVolume (listed to find it by
+// UID), which Trident's role (20.10 and 26.06,
+// cli/k8s_client/yaml_factory.go) may get and list.
 var controllerRBAC = []string{
+	"get persistentvolumes", "get tridentvolumes", "get persistentvolumeclaims", "list persistentvolumeclaims",
 	"list tridentbackendconfigs", "watch tridentbackendconfigs", "update tridentbackendconfigs",
 	"update tridentbackendconfigs/status", "get secrets", "get nodes", "list persistentvolumes", "list storageclasses",
 	"get tridentnodes", "list tridentnodes", "create tridentnodes", "update tridentnodes", "delete tridentnodes",

@@ -20,6 +20,7 @@ import (
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/controller/inventory"
+	"github.com/ontap-csi/ontap-csi/controller/kubevolumes"
 	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/server"
 )
@@ -129,10 +130,24 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 			facts.countNodes = facts.annotatedNodes
 		}
 	}
+	if facts.kube != nil {
+		// Trident's trident.netapp.io annotations of the claim a
+		// CreateVolume names (csi-provisioner --extra-create-metadata),
+		// and the ONTAP names that PVs and TridentVolumes record.
+		// Under Trident's Deployment its csi-provisioner does not name the
+		// claim, and Trident's role may list claims to find it by UID.
+		tridentNS := ""
+		if tc != nil {
+			tridentNS = tc.namespace
+		}
+		cfg.Claims = kubevolumes.NewClaims(facts.kube, tc != nil)
+		cfg.Records = kubevolumes.NewRecords(facts.kube, o.driverName, tridentNS)
+	}
 	if ctrl, err = newController(cfg); err != nil {
 		return nil, err
 	}
 	csi.RegisterControllerServer(grpcServer, ctrl)
+	csi.RegisterGroupControllerServer(grpcServer, ctrl)
 	prometheus.MustRegister(inv)
 	go inv.Run(ctx)
 	rest, err := serveTridentREST(&o.tridentAPI, tc, inv)
@@ -260,6 +275,8 @@ func pluginCapabilities(role string) []*csi.PluginCapability {
 	if role != roleNode {
 		caps = append(caps,
 			server.ServiceCapability(csi.PluginCapability_Service_CONTROLLER_SERVICE),
+			// Volume group snapshots, as Trident 26.06.
+			server.ServiceCapability(csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE),
 			server.OnlineExpansionCapability())
 	}
 	return caps

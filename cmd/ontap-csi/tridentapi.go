@@ -149,10 +149,12 @@ func podNamespace() (string, error) {
 
 // tridentController is what --crd_persistence adds to the controller.
 type tridentController struct {
-	kube     dynamic.Interface
-	nodes    *tridentnodes.Store
-	backends *backendconfigs.Watcher
-	topology tridentrest.TopologyFunc
+	kube dynamic.Interface
+	// namespace holds Trident's resources (TridentVolumes among them).
+	namespace string
+	nodes     *tridentnodes.Store
+	backends  *backendconfigs.Watcher
+	topology  tridentrest.TopologyFunc
 }
 
 // newTridentController connects to the Kubernetes API and starts watching
@@ -174,7 +176,7 @@ func newTridentController(ctx context.Context, t *tridentAPIOptions, reserved []
 	}
 	go w.Run(ctx)
 	logrus.WithField("namespace", ns).Info("node records are TridentNode resources; backends come from TridentBackendConfig resources too")
-	return &tridentController{kube: dyn, nodes: tridentnodes.New(dyn, ns), backends: w, topology: tridentrest.NodeTopology(dyn)}, nil
+	return &tridentController{kube: dyn, namespace: ns, nodes: tridentnodes.New(dyn, ns), backends: w, topology: tridentrest.NodeTopology(dyn)}, nil
 }
 
 // shutdowner is a server that stops gracefully.

@@ -238,11 +238,33 @@ func runFlows(t *testing.T, b backends.Backend, driver string, c *rest.Client) {
 	}
 	_, err = b.ExpandVolume(ctx, vol, 2<<30)
 	f.must("ExpandVolume", err)
+	f.modifyAndGroup(vol.ID, fromSnap, fromVol)
 	for _, v := range []*backends.Volume{fromSnap, fromVol} {
 		f.must("DeleteVolume of a clone", b.DeleteVolume(ctx, v))
 	}
 	f.must("DeleteSnapshot", b.DeleteSnapshot(ctx, snap))
 	f.must("DeleteVolume", b.DeleteVolume(ctx, vol))
+}
+
+// modifyAndGroup changes volume id in place with every key its driver
+// takes (ControllerModifyVolume), and snapshots two volumes together
+// (CreateVolumeGroupSnapshot) and deletes the members.
+func (f *flow) modifyAndGroup(id string, a, b *backends.Volume) {
+	f.t.Helper()
+	vol, err := f.b.Volume(f.ctx, id)
+	f.must("Volume "+id, err)
+	p := func(s string) *string { return &s }
+	reserve, snapdir := 20, false
+	m := &backends.Modify{AdaptiveQoSPolicy: p("extreme"), SnapshotPolicy: p("default"), SnapshotReserve: &reserve, TieringPolicy: p("auto")}
+	if f.driver == config.DriverONTAPNAS {
+		m.SnapshotDir, m.UnixPermissions, m.ExportPolicy = &snapdir, p("0750"), p("default")
+	}
+	f.must("ModifyVolume", f.b.(backends.Modifier).ModifyVolume(f.ctx, vol, m))
+	snaps, err := f.b.(backends.GroupSnapshotter).CreateGroupSnapshot(f.ctx, []*backends.Volume{a, b}, "groupsnapshot-conformance")
+	f.must("CreateGroupSnapshot", err)
+	for _, sn := range snaps {
+		f.must("DeleteSnapshot of a group member", f.b.DeleteSnapshot(f.ctx, sn))
+	}
 }
 
 // create makes a volume and looks it up, as the controller does before

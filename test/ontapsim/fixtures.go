@@ -277,3 +277,16 @@ func (s *Simulator) CreateSnapshot(volume, name string) (SnapshotInfo, error) {
 	}
 	return SnapshotInfo{}, fmt.Errorf("snapshot %q not found after create", name)
 }
+
+// CreateQoSPolicy makes a QoS policy group of the data SVM through the REST
+// API: a fixed one limited to maxIOPS, or an adaptive one.
+func (s *Simulator) CreateQoSPolicy(name string, adaptive bool, maxIOPS int64) error {
+	body := map[string]any{"name": name, "svm": map[string]any{"name": s.Info().SVM}}
+	if adaptive {
+		body["adaptive"] = map[string]any{"expected_iops": 1000, "peak_iops": 5000}
+	} else {
+		body["fixed"] = map[string]any{"max_throughput_iops": maxIOPS}
+	}
+	_, _, err := s.Do(http.MethodPost, "/api/storage/qos/policies", body)
+	return err
+}

@@ -383,9 +383,13 @@ func (s *Simulator) createLUN(spec *lunSpec) (*lunState, *apiError) {
 	if err := checkLUNInVolume(spec.Size, v); err != nil {
 		return nil, err
 	}
+	qos, err := s.resolveQoS(spec.SVM.UUID, spec.QoSPolicy, "qos_policy.name")
+	if err != nil {
+		return nil, err
+	}
 	l := &lunState{
 		UUID: newUUID(), Volume: v.UUID, Leaf: spec.Leaf, SVM: spec.SVM.UUID, Size: spec.Size,
-		OSType: spec.OSType, Reserved: spec.Reserved, Comment: spec.Comment, QoSPolicy: spec.QoSPolicy,
+		OSType: spec.OSType, Reserved: spec.Reserved, Comment: spec.Comment, QoSPolicy: qos,
 		Enabled: spec.Enabled, CreateTime: time.Now(), Attributes: spec.Attributes,
 	}
 	var srcFile string
@@ -584,6 +588,10 @@ func (s *Simulator) applyLUNPatch(uuid string, p *lunPatch) *apiError {
 	if v == nil || v.State != "online" {
 		return errConflict(codeLUNVolOffline, "uuid", "The volume containing the LUN is not online.")
 	}
+	qos, err := s.resolveQoSChange(cur.SVM, p.qos, "qos_policy.name")
+	if err != nil {
+		return err
+	}
 	newSize := cur.Size
 	if p.size != nil {
 		switch newSize = *p.size; {
@@ -627,8 +635,8 @@ func (s *Simulator) applyLUNPatch(uuid string, p *lunPatch) *apiError {
 	if p.comment != nil {
 		cur.Comment = *p.comment
 	}
-	if p.qos != nil {
-		cur.QoSPolicy = *p.qos
+	if qos != nil {
+		cur.QoSPolicy = *qos
 	}
 	if p.enabled != nil {
 		cur.Enabled = *p.enabled

@@ -14,21 +14,24 @@ import (
 // encoding/json; jobs are deliberately not part of it (they are transient, as
 // on ONTAP after a takeover).
 type model struct {
-	Format           int                     `json:"format"`
-	Cluster          clusterState            `json:"cluster"`
-	Nodes            []*nodeState            `json:"nodes"`
-	Aggregates       []*aggrState            `json:"aggregates"`
-	SVMs             []*svmState             `json:"svms"`
-	LIFs             []*lifState             `json:"lifs"`
-	SnapshotPolicies []*snapPolicyState      `json:"snapshot_policies"`
-	Volumes          map[string]*volumeState `json:"volumes"`
-	RecoveryQueue    []*volumeState          `json:"recovery_queue"`
-	ExportPolicies   map[int64]*policyState  `json:"export_policies"`
-	LUNs             map[string]*lunState    `json:"luns"`
-	IGroups          map[string]*igroupState `json:"igroups"`
-	LUNMaps          []*lunMapState          `json:"lun_maps"`
-	Credentials      []*chapState            `json:"credentials"`
-	DeletedSeq       int                     `json:"deleted_seq"`
+	Format           int                `json:"format"`
+	Cluster          clusterState       `json:"cluster"`
+	Nodes            []*nodeState       `json:"nodes"`
+	Aggregates       []*aggrState       `json:"aggregates"`
+	SVMs             []*svmState        `json:"svms"`
+	LIFs             []*lifState        `json:"lifs"`
+	SnapshotPolicies []*snapPolicyState `json:"snapshot_policies"`
+	QoSPolicies      []*qosPolicyState  `json:"qos_policies,omitempty"`
+	// ConsistencyGroups by uuid (cgs.go).
+	ConsistencyGroups map[string]*cgState     `json:"consistency_groups,omitempty"`
+	Volumes           map[string]*volumeState `json:"volumes"`
+	RecoveryQueue     []*volumeState          `json:"recovery_queue"`
+	ExportPolicies    map[int64]*policyState  `json:"export_policies"`
+	LUNs              map[string]*lunState    `json:"luns"`
+	IGroups           map[string]*igroupState `json:"igroups"`
+	LUNMaps           []*lunMapState          `json:"lun_maps"`
+	Credentials       []*chapState            `json:"credentials"`
+	DeletedSeq        int                     `json:"deleted_seq"`
 
 	// Qtrees and tree quotas (qtrees.go, quotas.go).
 	Qtrees       map[string]*qtreeState       `json:"qtrees,omitempty"` // "<volume uuid>/<id>"

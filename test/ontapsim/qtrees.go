@@ -362,6 +362,10 @@ func freeQtreeID(existing []*qtreeState) int {
 
 // setQtreeAttrs checks and applies attribute changes to q.
 func (s *Simulator) setQtreeAttrs(v *volumeState, q *qtreeState, a qtreeAttrs) *apiError {
+	qos, err := s.resolveQoSChange(v.SVM, a.QoSPolicy, "qos_policy.name")
+	if err != nil {
+		return err
+	}
 	if a.ExportPolicy != nil || a.ExportPolID != nil {
 		name, id := "", int64(0)
 		if a.ExportPolicy != nil {
@@ -384,8 +388,8 @@ func (s *Simulator) setQtreeAttrs(v *volumeState, q *qtreeState, a qtreeAttrs) *
 	if a.UnixPerms != nil {
 		q.UnixPermissions = *a.UnixPerms
 	}
-	if a.QoSPolicy != nil {
-		q.QoSPolicy = *a.QoSPolicy
+	if qos != nil {
+		q.QoSPolicy = *qos
 	}
 	return nil
 }

@@ -20,6 +20,8 @@ func (s *Simulator) buildRoutes() []*route {
 	s.iscsiRoutes()
 	s.qtreeRoutes()
 	s.quotaRoutes()
+	s.qosRoutes()
+	s.cgRoutes()
 	return s.routes
 }
 

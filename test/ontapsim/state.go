@@ -86,6 +86,8 @@ type VolumeInfo struct {
 	ReservePercent  int
 	SnapdirAccess   bool
 	UnixPermissions int
+	TieringPolicy   string
+	QoSPolicy       string // "" when in no policy group
 	IsSVMRoot       bool
 	LargeSize       bool   // space.large_size_enabled
 	CloneParent     string // parent volume name while a FlexClone
@@ -99,6 +101,7 @@ func (s *Simulator) volumeInfo(v *volumeState) VolumeInfo {
 		UUID: v.UUID, Name: v.Name, Size: v.Size, State: v.State, Guarantee: v.Guarantee,
 		JunctionPath: v.JunctionPath, Comment: v.Comment, SnapshotPolicy: v.SnapshotPolicy,
 		ReservePercent: v.ReservePercent, SnapdirAccess: v.SnapdirAccess, UnixPermissions: v.UnixPermissions,
+		TieringPolicy: v.TieringPolicy, QoSPolicy: v.QoSPolicy,
 		IsSVMRoot: v.IsSVMRoot, LargeSize: v.LargeSize, Directory: s.volumeDir(v.UUID),
 	}
 	if a := m.aggr(v.Aggregate); a != nil {
@@ -189,6 +192,7 @@ type LUNInfo struct {
 	Serial     string
 	Reserved   bool
 	Comment    string
+	QoSPolicy  string // "" when in no policy group
 	Attributes map[string]string
 	Mapped     bool
 	File       string // backing sparse file
@@ -202,7 +206,7 @@ func (s *Simulator) LUNs() []LUNInfo {
 	for _, l := range s.m.LUNs {
 		li := LUNInfo{
 			UUID: l.UUID, Path: s.m.lunPath(l), Size: l.Size, OSType: l.OSType, Serial: l.Serial,
-			Reserved: l.Reserved, Comment: l.Comment, Mapped: len(s.m.mapsOfLUN(l.UUID)) > 0,
+			Reserved: l.Reserved, Comment: l.Comment, QoSPolicy: l.QoSPolicy, Mapped: len(s.m.mapsOfLUN(l.UUID)) > 0,
 			File: s.lunFile(l.UUID), Attributes: map[string]string{},
 		}
 		if v := s.m.Volumes[l.Volume]; v != nil {

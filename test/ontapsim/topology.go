@@ -21,8 +21,9 @@ var (
 // newTopology builds a fresh cluster with the per-SVM default objects of
 // docs/design/ontap-rest.md §4.6: SVM running with all aggregates, root volume mounted
 // at "/", export policy "default" with an allow-all rule, iSCSI service
-// with a target IQN, CHAP credential "default" (none), data LIFs up, and
-// snapshot policies "default" and "none".
+// with a target IQN, CHAP credential "default" (none), data LIFs up,
+// snapshot policies "default" and "none", and the cluster's adaptive QoS
+// policy groups (docs/design/ontap-rest.md §3.12).
 func newTopology(cfg *Config) *model {
 	m := &model{
 		Format:         modelFormat,
@@ -74,6 +75,7 @@ func newTopology(cfg *Config) *model {
 	}
 
 	m.SnapshotPolicies = []*snapPolicyState{{UUID: newUUID(), Name: "default"}, {UUID: newUUID(), Name: "none"}}
+	m.QoSPolicies = builtinQoSPolicies()
 	m.ExportPolicies[defaultPolicyID] = &policyState{
 		ID: defaultPolicyID, Name: "default", SVM: svm.UUID, IsDefault: true,
 		Rules: []*ruleState{newRule(1, []string{"0.0.0.0/0"})},

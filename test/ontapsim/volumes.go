@@ -392,13 +392,17 @@ func (s *Simulator) createVolume(spec *volumeSpec) (*volumeState, *apiError) {
 	if err != nil {
 		return nil, err
 	}
+	qos, err := s.resolveQoS(svm.UUID, spec.QoSPolicy, "qos.policy.name")
+	if err != nil {
+		return nil, err
+	}
 	v := &volumeState{
 		UUID: newUUID(), Name: spec.Name, SVM: svm.UUID, Aggregate: aggr.UUID, Size: spec.Size,
 		State: spec.State, Type: spec.Type, Comment: spec.Comment, CreateTime: time.Now(),
 		Guarantee: spec.Guarantee, SnapshotPolicy: sp.Name, SnapdirAccess: spec.SnapdirAccess,
 		SecurityStyle: spec.SecurityStyle, UnixPermissions: spec.UnixPermissions, UID: spec.UID, GID: spec.GID,
 		ExportPolicy: pol.ID, ReservePercent: spec.ReservePercent, Language: spec.Language,
-		TieringPolicy: spec.TieringPolicy, Encryption: spec.Encryption, QoSPolicy: spec.QoSPolicy,
+		TieringPolicy: spec.TieringPolicy, Encryption: spec.Encryption, QoSPolicy: qos,
 		AutosizeMode: spec.AutosizeMode, LargeSize: spec.LargeSize,
 	}
 	if v.Guarantee == "volume" {
@@ -637,7 +641,11 @@ func (s *Simulator) createClone(cs *cloneSpec) (*volumeState, *apiError) {
 	v.JunctionPath, v.Snapshots, v.IsSVMRoot, v.Comment = "", nil, false, cs.Comment
 	v.ExportPolicy = exportPolicy
 	if cs.QoSPolicy != "" {
-		v.QoSPolicy = cs.QoSPolicy
+		qos, err := s.resolveQoS(v.SVM, cs.QoSPolicy, "qos.policy.name")
+		if err != nil {
+			return nil, err
+		}
+		v.QoSPolicy = qos
 	}
 	if cs.SnapPolicy != "" {
 		if m.snapPolicyByName(cs.SnapPolicy) == nil {
@@ -1066,6 +1074,7 @@ type volumeChange struct {
 	large      bool
 	splitting  bool
 	junction   *string
+	qos        *string // "" takes the volume out of its policy group
 }
 
 // checkVolumePatch checks p against v and the objects it names.
@@ -1094,6 +1103,9 @@ func (s *Simulator) checkVolumePatch(v *volumeState, p *volumePatch) (*volumeCha
 		if ch.policy, err = s.findPolicy(m.svm(v.SVM), name, id); err != nil {
 			return nil, err
 		}
+	}
+	if ch.qos, err = s.resolveQoSChange(v.SVM, p.QoSPolicy, "qos.policy.name"); err != nil {
+		return nil, err
 	}
 	if p.State != nil {
 		ch.state = *p.State
@@ -1221,8 +1233,8 @@ func (s *Simulator) applyVolumePatch(v *volumeState, p *volumePatch, ch *volumeC
 	if p.TieringPolicy != nil {
 		v.TieringPolicy = *p.TieringPolicy
 	}
-	if p.QoSPolicy != nil {
-		v.QoSPolicy = *p.QoSPolicy
+	if ch.qos != nil {
+		v.QoSPolicy = *ch.qos
 	}
 	if p.AutosizeMode != nil {
 		v.AutosizeMode = *p.AutosizeMode

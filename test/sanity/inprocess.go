@@ -73,6 +73,11 @@ type Options struct {
 	Sim     ontapsim.Config
 	// FastRetries shortens the ONTAP client's retry delays (fault tests).
 	FastRetries bool
+	// Claims reads the claims CreateVolume names (Trident's PVC
+	// annotations); nil: no Kubernetes API, as under csi-sanity.
+	Claims controller.ClaimReader
+	// Records reads volumes' PVs and TridentVolumes; nil: none.
+	Records controller.VolumeRecords
 }
 
 // Plugin is an in-process controller with its simulator: the Identity
@@ -86,6 +91,7 @@ type Plugin struct {
 	Backend    backends.Backend
 	ConfigFile string
 	Controller csi.ControllerClient
+	Group      csi.GroupControllerClient
 }
 
 // Start runs a simulator and an in-process controller serving one backend
@@ -126,7 +132,7 @@ func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 	}
 	nodes := controller.NewNodes()
 	nodes.Set(backends.Node{Name: NodeID, IQN: NodeIQN, IPs: NodeIPs})
-	ctrl, err := controller.New(controller.Config{Backends: []backends.Backend{b}, Nodes: nodes})
+	ctrl, err := controller.New(controller.Config{Backends: []backends.Backend{b}, Nodes: nodes, Claims: o.Claims, Records: o.Records})
 	if err != nil {
 		t.Fatalf("controller: %v", err)
 	}
@@ -134,10 +140,12 @@ func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 	srv := server.NewGRPCServer()
 	csi.RegisterIdentityServer(srv, server.NewIdentity(DriverName, server.Version, []*csi.PluginCapability{
 		server.ServiceCapability(csi.PluginCapability_Service_CONTROLLER_SERVICE),
+		server.ServiceCapability(csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE),
 		server.ServiceCapability(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS),
 		server.OnlineExpansionCapability(),
 	}))
 	csi.RegisterControllerServer(srv, ctrl)
+	csi.RegisterGroupControllerServer(srv, ctrl)
 	sock := filepath.Join(dir, "csi.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -151,7 +159,8 @@ func Attach(t testing.TB, s *ontapsim.Simulator, o Options) *Plugin {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &Plugin{Sim: s, Nodes: nodes, Backend: b, ConfigFile: cfgFile, Controller: csi.NewControllerClient(conn)}
+	return &Plugin{Sim: s, Nodes: nodes, Backend: b, ConfigFile: cfgFile,
+		Controller: csi.NewControllerClient(conn), Group: csi.NewGroupControllerClient(conn)}
 }
 
 // Ctx is a context bounded for one test step.

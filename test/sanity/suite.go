@@ -67,6 +67,7 @@ func Run(t *testing.T, driver string) {
 	// The attach-limit spec runs if NodeGetInfo ever reports
 	// max_volumes_per_node; like Trident's, ours reports none.
 	cfg.TestNodeVolumeAttachLimit = true
+	cfg.TestVolumeMutableParameters = mutableParameters(t, driver, s.Simulator)
 	skipSpecs(t, driver)
 	csisanity.Test(t, cfg)
 
@@ -85,6 +86,30 @@ func Run(t *testing.T, driver string) {
 			t.Errorf("%s left behind (%v)", dir, err)
 		}
 	}
+}
+
+// sanityQoS is the QoS policy group the ModifyVolume specs put volumes in.
+const sanityQoS = "sanity-gold"
+
+// mutableParameters is the VolumeAttributesClass the ModifyVolume specs
+// create and modify volumes with: every key the driver can change. The
+// economy drivers change none (their volumes share FlexVols); their specs
+// run with an empty class.
+func mutableParameters(t *testing.T, driver string, s *ontapsim.Simulator) map[string]string {
+	t.Helper()
+	if err := s.CreateQoSPolicy(sanityQoS, false, 5000); err != nil {
+		t.Fatal(err)
+	}
+	switch driver {
+	case config.DriverONTAPNAS:
+		return map[string]string{
+			"qosPolicy": sanityQoS, "snapshotPolicy": "none", "snapshotReserve": "10", "tieringPolicy": "none",
+			"snapshotDir": "true", "unixPermissions": "0770",
+		}
+	case config.DriverONTAPSAN:
+		return map[string]string{"qosPolicy": sanityQoS, "snapshotPolicy": "none", "snapshotReserve": "10", "tieringPolicy": "none"}
+	}
+	return nil
 }
 
 // A Skip is a csi-sanity spec a driver cannot pass, with the Trident

@@ -182,8 +182,8 @@ func (r defaultsReader) nas(d *VolumeDefaults) {
 	} else {
 		d.UnixPermissions = octal
 	}
-	if v, path := r.get("exportPolicy", defaultExportPolicy); !exportPolicyNameRE.MatchString(v) {
-		r.p.fail(path, "%q is not an export policy name (1-256 characters, no spaces or commas)", v)
+	if v, path := r.get("exportPolicy", defaultExportPolicy); CheckExportPolicyName(v) != nil {
+		r.p.fail(path, "%v", CheckExportPolicyName(v))
 	} else {
 		d.ExportPolicy = v
 	}
@@ -194,11 +194,10 @@ func (r defaultsReader) nas(d *VolumeDefaults) {
 // ONTAP's "snapshot_only") and the QoS policy group, fixed or adaptive.
 func (r defaultsReader) tieringAndQoS(d *VolumeDefaults) {
 	if v, path := r.get("tieringPolicy", ""); v != "" {
-		switch policy := strings.ToLower(strings.ReplaceAll(v, "-", "_")); policy {
-		case "none", "auto", "snapshot_only", "all", "backup":
+		if policy, err := ParseTieringPolicy(v); err != nil {
+			r.p.fail(path, "%v", err)
+		} else {
 			d.TieringPolicy = policy
-		default:
-			r.p.fail(path, "%q is not one of none, auto, snapshot-only, all, backup", v)
 		}
 	}
 	// ONTAP's REST API names fixed and adaptive policy groups alike
@@ -213,6 +212,24 @@ func (r defaultsReader) tieringAndQoS(d *VolumeDefaults) {
 	case adaptive != "" && r.p.ontapName(adaptivePath, "an adaptive QoS policy group", adaptive):
 		d.QoSPolicy = adaptive
 	}
+}
+
+// CheckExportPolicyName refuses what ONTAP cannot name an export policy.
+func CheckExportPolicyName(v string) error {
+	if !exportPolicyNameRE.MatchString(v) {
+		return fmt.Errorf("%q is not an export policy name (1-256 characters, no spaces or commas)", v)
+	}
+	return nil
+}
+
+// ParseTieringPolicy reads Trident's tiering policy ("snapshot-only") as
+// ONTAP's REST API names it ("snapshot_only").
+func ParseTieringPolicy(v string) (string, error) {
+	switch policy := strings.ToLower(strings.ReplaceAll(v, "-", "_")); policy {
+	case "none", "auto", "snapshot_only", "all", "backup":
+		return policy, nil
+	}
+	return "", fmt.Errorf("%q is not one of none, auto, snapshot-only, all, backup", v)
 }
 
 // ParseUnixPermissions accepts octal ("755", "0755") or Trident's symbolic

@@ -73,10 +73,17 @@ type VolumeModify struct {
 	Size              *int64
 	JunctionPath      *string // "" unmounts
 	ExportPolicy      *string
+	UnixPermissions   *string // octal digits, e.g. "755"
 	Comment           *string
 	SnapshotDirAccess *bool
-	SplitClone        bool // start splitting a FlexClone from its parent
-	LargeSize         bool // enable space.large_size_enabled (ONTAP 9.12.1+)
+	SnapshotPolicy    *string
+	// SnapshotReservePercent: up to 90 here, although ONTAP allows more
+	// after creation (docs/design/ontap-rest.md §3.5).
+	SnapshotReservePercent *int
+	TieringPolicy          *string // ONTAP's names: none, auto, snapshot_only, all, backup
+	QoSPolicy              *string // "none" removes the volume's policy group
+	SplitClone             bool    // start splitting a FlexClone from its parent
+	LargeSize              bool    // enable space.large_size_enabled (ONTAP 9.12.1+)
 }
 
 type nameRef struct {
@@ -390,34 +397,9 @@ func (c *Client) listVolumes(ctx context.Context, nameQuery string) ([]Volume, e
 // ModifyVolume changes the attributes set in m (PATCH /storage/volumes/{uuid}).
 func (c *Client) ModifyVolume(ctx context.Context, uuid string, m VolumeModify) error {
 	const endpoint = "/storage/volumes/{uuid}"
-	body := map[string]any{}
-	if m.Name != nil {
-		body["name"] = *m.Name
-	}
-	if m.Size != nil {
-		body["size"] = *m.Size
-	}
-	nas := map[string]any{}
-	if m.JunctionPath != nil {
-		nas["path"] = *m.JunctionPath
-	}
-	if m.ExportPolicy != nil {
-		nas["export_policy"] = nameRef{Name: *m.ExportPolicy}
-	}
-	if len(nas) > 0 {
-		body["nas"] = nas
-	}
-	if m.Comment != nil {
-		body["comment"] = *m.Comment
-	}
-	if m.SnapshotDirAccess != nil {
-		body["snapshot_directory_access_enabled"] = *m.SnapshotDirAccess
-	}
-	if m.SplitClone {
-		body["clone"] = map[string]bool{"split_initiated": true}
-	}
-	if m.LargeSize {
-		body["space"] = map[string]bool{"large_size_enabled": true}
+	body, err := volumeModifyBody(m)
+	if err != nil {
+		return &Error{Class: ClassInvalid, Endpoint: "PATCH " + endpoint, Message: err.Error()}
 	}
 	if len(body) == 0 {
 		return &Error{Class: ClassInvalid, Endpoint: "PATCH " + endpoint, Message: "nothing to modify"}
@@ -428,6 +410,57 @@ func (c *Client) ModifyVolume(ctx context.Context, uuid string, m VolumeModify) 
 	}
 	_, err = wasAmbiguous(c.mutate(ctx, http.MethodPatch, endpoint, path, nil, body, nil))
 	return err
+}
+
+// volumeModifyBody is the body of a volume PATCH: every change in one.
+func volumeModifyBody(m VolumeModify) (map[string]any, error) {
+	body := map[string]any{}
+	set := func(key string, v any, ok bool) {
+		if ok {
+			body[key] = v
+		}
+	}
+	set("name", deref(m.Name), m.Name != nil)
+	set("size", deref(m.Size), m.Size != nil)
+	set("comment", deref(m.Comment), m.Comment != nil)
+	set("snapshot_directory_access_enabled", deref(m.SnapshotDirAccess), m.SnapshotDirAccess != nil)
+	set("snapshot_policy", nameRef{Name: deref(m.SnapshotPolicy)}, m.SnapshotPolicy != nil)
+	set("tiering", map[string]string{"policy": deref(m.TieringPolicy)}, m.TieringPolicy != nil)
+	set("qos", map[string]any{"policy": nameRef{Name: deref(m.QoSPolicy)}}, m.QoSPolicy != nil)
+	set("clone", map[string]bool{"split_initiated": true}, m.SplitClone)
+	nas := map[string]any{}
+	if m.JunctionPath != nil {
+		nas["path"] = *m.JunctionPath
+	}
+	if m.ExportPolicy != nil {
+		nas["export_policy"] = nameRef{Name: *m.ExportPolicy}
+	}
+	if m.UnixPermissions != nil {
+		perms, err := unixPermissionsWire(*m.UnixPermissions)
+		if err != nil {
+			return nil, err
+		}
+		nas["unix_permissions"] = perms
+	}
+	set("nas", nas, len(nas) > 0)
+	space := map[string]any{}
+	if m.LargeSize {
+		space["large_size_enabled"] = true
+	}
+	if m.SnapshotReservePercent != nil {
+		space["snapshot"] = map[string]int{"reserve_percent": *m.SnapshotReservePercent}
+	}
+	set("space", space, len(space) > 0)
+	return body, nil
+}
+
+// deref is the value of p, or its zero value for nil.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // DeleteVolume deletes a volume (DELETE /storage/volumes/{uuid}); force skips

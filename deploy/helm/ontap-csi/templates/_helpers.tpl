@@ -18,7 +18,8 @@ app.kubernetes.io/component: {{ . }}
 
 {{/*
 One controller sidecar with Trident 26.06's arguments; call with
-(dict "root" $ "name" "csi-provisioner" "spec" .Values.sidecars.provisioner "workersFlag" "--worker-threads").
+(dict "root" $ "name" "csi-provisioner" "spec" .Values.sidecars.provisioner "workersFlag" "--worker-threads"),
+and "args" (a list) for arguments of that sidecar's own.
 */}}
 {{- define "ontap-csi.sidecar" -}}
 - name: {{ .name }}
@@ -33,8 +34,14 @@ One controller sidecar with Trident 26.06's arguments; call with
     - --retry-interval-max=300s
     - --kube-api-qps=25.0
     - --kube-api-burst=50
+    {{- range .args }}
+    - {{ . }}
+    {{- end }}
     {{- if gt (int .root.Values.controller.replicas) 1 }}
     - --leader-election
+    {{- end }}
+    {{- range .extraArgs }}
+    - {{ . }}
     {{- end }}
   env:
     - name: ADDRESS
