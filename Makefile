@@ -42,10 +42,13 @@ fuzz:
 kubelet: build
 	ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) GO=$(GO) test/kubelet/run.sh
 
-# The node DaemonSet on a real single-node cluster (test/cluster, its own
-# module; docs/e2e.md). The Kubernetes binaries are built once and cached in
-# $ONTAP_CSI_E2E_CACHE (default ~/.cache/ontap-csi/e2e).
+# ontap-csi as deploy/ installs it on a real two-node cluster, with the real
+# csi-attacher and csi-snapshotter (test/cluster, its own module, and
+# test/cluster/sidecars, the sidecars' and their stand-ins'; docs/e2e.md).
+# The Kubernetes binaries and the sidecars are built once per content key
+# and cached in $ONTAP_CSI_E2E_CACHE (default ~/.cache/ontap-csi/e2e).
 e2e: build tools
+	cd test/cluster/sidecars && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd test/cluster && $(GO) vet ./... && ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) E2E_COMMAND="make e2e" $(GO) test -count=1 -v -timeout 80m ./...
 
 # The data path on a real Linux kernel: Debian 12 in QEMU (TCG), with the

@@ -7,7 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
 
 // allowedRBAC is every permission ontap-csi's manifests may grant, per
@@ -93,7 +97,9 @@ var allowedRBAC = map[string][]string{
 		"coordination.k8s.io/leases:get", "coordination.k8s.io/leases:create", "coordination.k8s.io/leases:update",
 	},
 	// Node plugin: node/kubenode gets its own Node and merge-patches the
-	// node info annotation onto it when it is not current (get, patch); the
+	// node info annotation onto it when it is not current (get, patch; the
+	// ValidatingAdmissionPolicy of TestNodeInfoPolicy narrows the patch to
+	// that annotation of the pod's own Node); the
 	// registration watchdog's informer on its own CSINode (get, list, watch).
 	"ClusterRole/ontap-csi-node": {
 		"/nodes:get", "/nodes:patch",
@@ -280,4 +286,90 @@ func sorted(s []string) []string {
 	out := append([]string(nil), s...)
 	sort.Strings(out)
 	return out
+}
+
+// TestNodeInfoPolicy: wherever the node plugin may patch Nodes, the
+// ValidatingAdmissionPolicy that confines the patch to the node-info
+// annotation of the pod's own Node is rendered and bound to deny, and it
+// names what the code uses: the annotation key (package nodeinfo), the
+// token's node claim, the node DaemonSet's service account. Where the node
+// plugin gets no Node write (trident-node, Helm's opt-out for clusters
+// before 1.30), there is nothing to guard. test/cluster shows the policy
+// deny on a real API server (docs/e2e.md).
+func TestNodeInfoPolicy(t *testing.T) {
+	for what, objs := range map[string]objects{
+		"kustomize/base":         kustomize(t, "kustomize/base"),
+		"kustomize/ha":           kustomize(t, "kustomize/ha"),
+		"kustomize/trident-node": kustomize(t, "kustomize/trident-node"),
+		"helm":                   helm(t),
+		"helm-no-policy":         helm(t, "node.nodeInfoPolicy=false"),
+	} {
+		t.Run(strings.ReplaceAll(what, "/", "-"), func(t *testing.T) {
+			role := get[*rbacv1.ClusterRole](t, objs, "ontap-csi-node")
+			patches := slices.Contains(grants(t, "ClusterRole/ontap-csi-node", role.Rules), "/nodes:patch")
+			policies := all[*admissionregistrationv1.ValidatingAdmissionPolicy](objs)
+			bindings := all[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](objs)
+			switch {
+			case what == "helm-no-policy":
+				if len(policies)+len(bindings) > 0 || !patches {
+					t.Fatalf("node.nodeInfoPolicy=false: %d policies, %d bindings, Node patch %v", len(policies), len(bindings), patches)
+				}
+				return
+			case !patches:
+				if len(policies)+len(bindings) > 0 {
+					t.Errorf("no Node write, yet %d policies and %d bindings", len(policies), len(bindings))
+				}
+				return
+			}
+			p := get[*admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ontap-csi-node-info")
+			checkNodeInfoPolicy(t, p, serviceAccountOf(t, objs))
+			b := get[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, objs, "ontap-csi-node-info")
+			if b.Spec.PolicyName != p.Name || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) ||
+				b.Spec.ParamRef != nil || b.Spec.MatchResources != nil {
+				t.Errorf("binding %+v, want policy %s, actions [Deny], no params, no narrower match", b.Spec, p.Name)
+			}
+		})
+	}
+}
+
+func serviceAccountOf(t *testing.T, objs objects) string {
+	t.Helper()
+	ds := all[*appsv1.DaemonSet](objs)
+	for _, d := range ds {
+		if d.Spec.Template.Spec.ServiceAccountName != "" && d.Spec.Template.Spec.Containers[0].Name == "ontap-csi" {
+			return d.Spec.Template.Spec.ServiceAccountName
+		}
+	}
+	t.Fatal("no node DaemonSet with a service account")
+	return ""
+}
+
+func checkNodeInfoPolicy(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, sa string) {
+	t.Helper()
+	s := p.Spec
+	if s.FailurePolicy == nil || *s.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("failurePolicy %v, want Fail: a policy that cannot be evaluated must not let the write through", s.FailurePolicy)
+	}
+	rules := s.MatchConstraints.ResourceRules
+	if len(rules) != 1 || !slices.Equal(rules[0].APIGroups, []string{""}) || !slices.Equal(rules[0].Resources, []string{"nodes"}) ||
+		!slices.Equal(rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) {
+		t.Errorf("match rules %+v, want UPDATE of core nodes (what RBAC's patch becomes)", rules)
+	}
+	if len(s.MatchConditions) != 1 || !strings.Contains(s.MatchConditions[0].Expression, "':"+sa+"')") ||
+		!strings.Contains(s.MatchConditions[0].Expression, "'system:serviceaccount:'") {
+		t.Errorf("match conditions %+v, want the service account %s", s.MatchConditions, sa)
+	}
+	var all strings.Builder
+	for _, v := range s.Variables {
+		all.WriteString(v.Expression + "\n")
+	}
+	for _, v := range s.Validations {
+		all.WriteString(v.Expression + "\n")
+	}
+	for _, want := range []string{"'" + nodeinfo.AnnotationKey + "'", "'authentication.kubernetes.io/node-name'",
+		"object.metadata.name", "object.metadata.labels", "object.spec", "oldObject.metadata.annotations"} {
+		if !strings.Contains(all.String(), want) {
+			t.Errorf("the policy's expressions never mention %s", want)
+		}
+	}
 }

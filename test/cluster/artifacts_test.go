@@ -13,17 +13,23 @@ import (
 // artifacts are the built binaries and image archives.
 type artifacts struct {
 	kube     localcluster.KubeBinaries
+	sidecars localcluster.Binaries
 	bin      string
 	archives []string
 }
 
-// buildArtifacts builds (or finds in the cache) the Kubernetes binaries,
-// builds ontap-csi, the ONTAP simulator, the NFS shim, the legacy registrar emulation and this
+// buildArtifacts builds (or finds in the cache) the Kubernetes binaries and
+// the CSI sidecars, builds ontap-csi, the ONTAP simulator, the NFS and iSCSI
+// shims, the legacy registrar emulation, the sidecar stand-ins and this
 // module's helpers, and writes the images.
 func buildArtifacts(ctx context.Context, t *testing.T, repo, module string) (artifacts, error) {
 	var a artifacts
 	var err error
 	a.kube, err = localcluster.BuildKube(ctx, filepath.Join(module, "kube"), localcluster.DefaultCacheDir(), t.Logf)
+	if err != nil {
+		return a, err
+	}
+	a.sidecars, err = localcluster.BuildSidecars(ctx, filepath.Join(module, "sidecars"), localcluster.DefaultCacheDir(), t.Logf)
 	if err != nil {
 		return a, err
 	}
@@ -36,8 +42,14 @@ func buildArtifacts(ctx context.Context, t *testing.T, repo, module string) (art
 		"ontap-csi": {repo, "./cmd/ontap-csi"},
 		"ontap-sim": {repo, "./cmd/ontap-sim"},
 		// test/shims/nfs stands in for the node's NFS client (nfs-common's
-		// mount.nfs helper, which mount(8) runs for -t nfs).
-		"mount.nfs": {repo, "./test/shims/nfs"},
+		// mount.nfs helper, which mount(8) runs for -t nfs), the iSCSI shim
+		// for iscsiadm, multipath and multipathd and the kernel's iSCSI
+		// initiator (test/shims/iscsi/README.md).
+		"mount.nfs":  {repo, "./test/shims/nfs"},
+		"iscsi-shim": {repo, "./test/shims/iscsi/cmd/iscsi-shim"},
+		// The stand-ins for the sidecars the module proxy does not serve.
+		"csi-provisioner": {filepath.Join(module, "sidecars"), "./cmd/csi-provisioner"},
+		"csi-resizer":     {filepath.Join(module, "sidecars"), "./cmd/csi-resizer"},
 		// node-driver-registrar as Trident's DaemonSet runs it (S8 of
 		// docs/design/registration.md), from test/kubelet's module.
 		"legacyregistrar": {filepath.Join(repo, "test", "kubelet"), "./cmd/legacyregistrar"},
@@ -81,6 +93,17 @@ func buildArtifacts(ctx context.Context, t *testing.T, repo, module string) (art
 			},
 			Dirs: []string{"/tmp", "/data"},
 		},
+	}
+	for tag, bin := range map[string]string{
+		attacherImage: a.sidecars.Path("csi-attacher"), snapshotterImage: a.sidecars.Path("csi-snapshotter"),
+		snapControllerImg: a.sidecars.Path("snapshot-controller"),
+		provisionerImage:  filepath.Join(a.bin, "csi-provisioner"), resizerImage: filepath.Join(a.bin, "csi-resizer"),
+	} {
+		name := filepath.Base(bin)
+		images[name+".tar"] = localcluster.Image{
+			Tags: []string{tag}, Entrypoint: []string{"/" + name},
+			Files: map[string]string{"/" + name: bin}, Dirs: []string{"/tmp"},
+		}
 	}
 	imgDir := filepath.Join(a.bin, "images")
 	if err := os.MkdirAll(imgDir, 0o755); err != nil {

@@ -163,23 +163,23 @@ func (d *nodeDS) matchesTemplate(p *corev1.Pod, ds *appsv1.DaemonSet) bool {
 	return true
 }
 
-// pluginPod returns the one Ready, non-terminating pod.
-func (d *nodeDS) pluginPod(ctx context.Context) (*corev1.Pod, error) {
+// pluginPod returns the one live (non-terminating) pod on a node.
+func (d *nodeDS) pluginPod(ctx context.Context, node string) (*corev1.Pod, error) {
 	pods, err := d.pods(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out *corev1.Pod
 	for i := range pods {
-		if pods[i].DeletionTimestamp == nil {
+		if pods[i].DeletionTimestamp == nil && pods[i].Spec.NodeName == node {
 			if out != nil {
-				return nil, fmt.Errorf("more than one live pod: %s, %s", out.Name, pods[i].Name)
+				return nil, fmt.Errorf("more than one live pod on %s: %s, %s", node, out.Name, pods[i].Name)
 			}
 			out = &pods[i]
 		}
 	}
 	if out == nil {
-		return nil, fmt.Errorf("no live pod of DaemonSet %s", d.name())
+		return nil, fmt.Errorf("no live pod of DaemonSet %s on %s", d.name(), node)
 	}
 	return out, nil
 }
@@ -191,14 +191,6 @@ func (d *nodeDS) exists(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
-}
-
-func (v nodeVariant) String() string {
-	s := "image " + v.Image
-	if v.LegacyRegistrar {
-		s += " + legacy registrar sidecar"
-	}
-	return s
 }
 
 // pollUntil calls f every 200 ms until it reports done, returning the last

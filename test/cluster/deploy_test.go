@@ -7,65 +7,61 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
-
-	"github.com/ontap-csi/ontap-csi/test/cluster/localcluster"
+	"k8s.io/client-go/restmapper"
 )
 
-// manifests are the objects of deploy/kustomize/base that the test installs.
+// manifests are the objects of a deploy/ rendering.
 type manifests struct {
 	Namespace string
-	// Objects are created as they are: namespace, RBAC, CSIDriver.
+	// Objects are created as they are: namespace, RBAC, CSIDriver,
+	// admission policies.
 	Objects []runtime.Object
 	// Node is the node DaemonSet as rendered; nodeDaemonSet derives the
 	// variants the scenarios apply.
 	Node *appsv1.DaemonSet
-	// Controller is the controller Deployment, not installed: its sidecar
-	// images do not exist here (docs/e2e.md). The test runs the controller
-	// as a process and does the attacher's job itself.
+	// Controller is the controller Deployment as rendered;
+	// controllerDeployment swaps in the local images.
 	Controller *appsv1.Deployment
 }
 
-// renderBase renders deploy/kustomize/base with the kustomize that
+// renderDeploy renders a deploy/kustomize overlay with the kustomize that
 // deploy/tools pins (the same one deploy's own tests use) and decodes every
-// object strictly into its typed form.
-func renderBase(ctx context.Context, repo string) (*manifests, error) {
-	cmd := exec.CommandContext(ctx, "go", "tool", "kustomize", "build", filepath.Join(repo, "deploy", "kustomize", "base"))
+// object into its typed form: a kind the test does not know fails it, which
+// keeps the suite honest when deploy/ grows.
+func renderDeploy(ctx context.Context, repo, overlay string) (*manifests, error) {
+	cmd := exec.CommandContext(ctx, "go", "tool", "kustomize", "build", filepath.Join(repo, "deploy", "kustomize", overlay))
 	cmd.Dir = filepath.Join(repo, "deploy", "tools")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("kustomize build deploy/kustomize/base: %v: %s", err, stderr.String())
+		return nil, fmt.Errorf("kustomize build deploy/kustomize/%s: %v: %s", overlay, err, stderr.String())
+	}
+	objs, err := decodeTyped(out)
+	if err != nil {
+		return nil, err
 	}
 	m := &manifests{}
-	dec := utilyaml.NewYAMLReader(bufioReader(out))
-	for {
-		doc, err := dec.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			return nil, fmt.Errorf("decoding rendered object: %w\n%s", err, doc)
-		}
+	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *appsv1.DaemonSet:
 			if m.Node != nil {
@@ -78,135 +74,166 @@ func renderBase(ctx context.Context, repo string) (*manifests, error) {
 			m.Namespace = o.Name
 			m.Objects = append(m.Objects, o)
 		case *corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *rbacv1.Role,
-			*rbacv1.RoleBinding, *storagev1.CSIDriver, *corev1.ConfigMap, *corev1.Secret:
+			*rbacv1.RoleBinding, *storagev1.CSIDriver, *corev1.ConfigMap, *corev1.Secret,
+			*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 			m.Objects = append(m.Objects, o)
 		default:
-			return nil, fmt.Errorf("deploy/kustomize/base renders a %s the e2e test does not know how to install", gvk.Kind)
+			return nil, fmt.Errorf("deploy/kustomize/%s renders a %T the e2e test does not know how to install", overlay, obj)
 		}
 	}
-	if m.Node == nil || m.Namespace == "" {
-		return nil, errors.New("deploy/kustomize/base rendered no node DaemonSet or no namespace")
+	if m.Node == nil || m.Controller == nil || m.Namespace == "" {
+		return nil, fmt.Errorf("deploy/kustomize/%s rendered no node DaemonSet, controller Deployment or namespace", overlay)
 	}
 	return m, nil
 }
 
-// install creates the rendered objects, namespace first.
-func (m *manifests) install(ctx context.Context, c kubernetes.Interface) error {
-	for _, obj := range m.Objects {
-		var err error
-		switch o := obj.(type) {
-		case *corev1.Namespace:
-			_, err = c.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
-		case *corev1.ServiceAccount:
-			_, err = c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *corev1.ConfigMap:
-			_, err = c.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *corev1.Secret:
-			_, err = c.CoreV1().Secrets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			_, err = c.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.Role:
-			_, err = c.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = c.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *storagev1.CSIDriver:
-			_, err = c.StorageV1().CSIDrivers().Create(ctx, o, metav1.CreateOptions{})
+// decodeTyped decodes a YAML stream into typed objects.
+func decodeTyped(stream []byte) ([]runtime.Object, error) {
+	var out []runtime.Object
+	err := eachDocument(stream, func(doc []byte) error {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			return fmt.Errorf("decoding rendered object: %w\n%s", err, doc)
+		}
+		out = append(out, obj)
+		return nil
+	})
+	return out, err
+}
+
+// decodeUnstructured decodes a YAML stream into unstructured objects (kinds
+// outside client-go's scheme: CRDs, snapshot classes).
+func decodeUnstructured(stream []byte) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	err := eachDocument(stream, func(doc []byte) error {
+		u := &unstructured.Unstructured{}
+		if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(doc), 4096).Decode(&u.Object); err != nil {
+			return err
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func eachDocument(stream []byte, f func([]byte) error) error {
+	dec := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
+	for {
+		doc, err := dec.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
 		}
 		if err != nil {
 			return err
 		}
+		if len(bytes.TrimSpace(doc)) == 0 || len(bytes.TrimSpace(stripComments(doc))) == 0 {
+			continue
+		}
+		if err := f(doc); err != nil {
+			return err
+		}
+	}
+}
+
+func stripComments(doc []byte) []byte {
+	var b bytes.Buffer
+	for _, l := range strings.Split(string(doc), "\n") {
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") && t != "---" {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.Bytes()
+}
+
+// installer creates objects of any kind through the dynamic client.
+type installer struct {
+	dyn    dynamic.Interface
+	mapper meta.RESTMapper
+}
+
+func newInstallerFor(s *suite) *installer {
+	disc := memory.NewMemCacheClient(s.cluster.Client.Discovery())
+	return &installer{dyn: s.dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(disc)}
+}
+
+// create creates obj (typed or unstructured).
+func (in *installer) create(ctx context.Context, obj runtime.Object) error {
+	u, res, err := in.resource(obj)
+	if err != nil {
+		return err
+	}
+	_, err = res.Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	return nil
 }
 
-// simEndpoint is where the NFS shim reaches the simulator's data plane.
-type simEndpoint struct {
-	URL    string
-	CAFile string
+// remove deletes obj, in the foreground; a missing object is no error.
+func (in *installer) remove(ctx context.Context, obj runtime.Object) error {
+	u, res, err := in.resource(obj)
+	if err != nil {
+		return err
+	}
+	fg := metav1.DeletePropagationForeground
+	if err := res.Delete(ctx, u.GetName(), metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
-// nodeVariant is how a scenario wants the node DaemonSet.
-type nodeVariant struct {
-	// Image replaces the plugin container's image (a local tag).
-	Image string
-	// LegacyRegistrar adds a node-driver-registrar emulation sidecar, as an
-	// operator-generated Trident DaemonSet has (docs/design/registration.md §5).
-	LegacyRegistrar bool
+// resource returns obj as unstructured and the dynamic client of its kind.
+func (in *installer) resource(obj runtime.Object) (*unstructured.Unstructured, dynamic.ResourceInterface, error) {
+	u, err := toUnstructured(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	gvk := u.GroupVersionKind()
+	m, err := in.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		// A CRD created a moment ago: discovery may not list it yet.
+		if r, ok := in.mapper.(interface{ Reset() }); ok {
+			r.Reset()
+		}
+		if m, err = in.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			return nil, nil, err
+		}
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return u, in.dyn.Resource(m.Resource).Namespace(u.GetNamespace()), nil
+	}
+	return u, in.dyn.Resource(m.Resource), nil
 }
 
-// Container and image names the variants use.
-const (
-	pluginImageA    = "localhost/ontap-csi:e2e-a"
-	pluginImageB    = "localhost/ontap-csi:e2e-b"
-	toolsImage      = "localhost/e2e-tools:e2e"
-	legacyContainer = "driver-registrar"
-)
-
-// nodeDaemonSet returns the rendered DaemonSet with the changes this
-// cluster needs, and nothing else:
-//   - the image is a local tag that only exists in containerd
-//     (imagePullPolicy Never: there is no registry);
-//   - the NFS client shim (test/shims/nfs, installed as the node's
-//     /usr/sbin/mount.nfs) reads where the ONTAP simulator's data plane is,
-//     the CA to trust, and which IP this node mounts from from the
-//     environment, which mount(8) passes on to its helper.
-func (m *manifests) nodeDaemonSet(v nodeVariant, sim simEndpoint) (*appsv1.DaemonSet, error) {
-	ds := m.Node.DeepCopy()
-	spec := &ds.Spec.Template.Spec
-	var plugin *corev1.Container
-	for i := range spec.Containers {
-		if spec.Containers[i].Name != legacyContainer {
-			if plugin != nil {
-				return nil, fmt.Errorf("DaemonSet %s has more than one container; the test expects the plugin alone", ds.Name)
-			}
-			plugin = &spec.Containers[i]
-		}
+// toUnstructured converts a typed object, setting its apiVersion and kind
+// from the scheme (typed decoding leaves them empty).
+func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
 	}
-	if plugin == nil {
-		return nil, fmt.Errorf("DaemonSet %s has no container", ds.Name)
+	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+	if err != nil {
+		return nil, err
 	}
-	plugin.Image = v.Image
-	plugin.ImagePullPolicy = corev1.PullNever
-	plugin.Env = append(plugin.Env,
-		corev1.EnvVar{Name: "ONTAP_SIM_URL", Value: sim.URL},
-		// A path on the node; the shim runs there (chrooted into /host).
-		corev1.EnvVar{Name: "ONTAP_SIM_CA", Value: sim.CAFile},
-		corev1.EnvVar{Name: "NFS_SHIM_CLIENT_IP", Value: localcluster.NodeIP},
-	)
-	if v.LegacyRegistrar {
-		regVolume, pluginVolume := "", ""
-		for _, vm := range plugin.VolumeMounts {
-			switch vm.MountPath {
-			case "/var/lib/kubelet/plugins_registry":
-				regVolume = vm.Name
-			case "/plugin":
-				pluginVolume = vm.Name
-			}
-		}
-		if regVolume == "" || pluginVolume == "" {
-			return nil, errors.New("the plugin container mounts no plugins_registry or /plugin volume to share with a registrar")
-		}
-		// Trident's sidecar: the registration dir at /registration, the
-		// plugin dir at /plugin, registering the endpoint csi.sock.
-		spec.Containers = append(spec.Containers, corev1.Container{
-			Name:            legacyContainer,
-			Image:           toolsImage,
-			ImagePullPolicy: corev1.PullNever,
-			Command: []string{"/legacyregistrar",
-				"--registration-dir=/registration",
-				"--driver=" + driverName,
-				"--kubelet-registration-path=/var/lib/kubelet/plugins/" + driverName + "/csi.sock",
-				"--csi-address=/plugin/csi.sock",
-			},
-			VolumeMounts: []corev1.VolumeMount{
-				{Name: regVolume, MountPath: "/registration"},
-				{Name: pluginVolume, MountPath: "/plugin"},
-			},
-		})
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
 	}
-	return ds, nil
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvks[0])
+	return u, nil
 }
 
-func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+// readModuleFile reads a file of a module the sidecars module requires,
+// from the module cache (go list -m -json gives its directory).
+func readModuleFile(ctx context.Context, sidecarModule, module, rel string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = sidecarModule
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -m %s: %w", module, err)
+	}
+	return os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), rel))
+}

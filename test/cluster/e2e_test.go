@@ -1,16 +1,18 @@
-// Package cluster_test runs ontap-csi's node DaemonSet on a real
-// single-node Kubernetes cluster (localcluster) through the rollouts that
-// used to leave kubelet without the driver, while a workload keeps a volume
-// mounted and another pod mounts and unmounts one all the time. See
-// docs/e2e.md.
+// Package cluster_test runs ontap-csi on a real Kubernetes cluster of two
+// nodes (localcluster) as users run it: the node DaemonSet and the
+// controller Deployment as deploy/ renders them, with the real csi-attacher,
+// csi-snapshotter and snapshot-controller, and stand-ins for csi-provisioner
+// and csi-resizer (sidecars/). The scenarios provision, attach, move,
+// snapshot, expand and fail over volumes, and put the node plugin through
+// the rollouts that used to leave kubelet without the driver, while a
+// workload on every node keeps a volume mounted and another pod mounts and
+// unmounts one all the time. See docs/e2e.md.
 package cluster_test
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,58 +20,83 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/ontap-csi/ontap-csi/test/cluster/localcluster"
 )
 
 const driverName = "csi.trident.netapp.io"
 
-// Simulator addresses inside the node's network namespace: the API (also
-// the NFS shim's data plane) on the node IP, and an NFS data LIF that only
-// exists as a name the shim passes back to the simulator.
+// The simulator inside the first node's network namespace: the API (also
+// the shims' data plane) on the node's address, data LIFs that only exist
+// as names the shims pass back to it.
 const (
-	simPort   = "8443"
-	simNFSLIF = "10.250.0.20"
+	simPort     = "8443"
+	simNFSLIF   = "10.250.0.20"
+	simISCSILIF = "10.250.0.21,10.250.0.22"
+	// clusterNodes: two kubelets are enough for every scenario (a volume
+	// moving, a volume on two nodes at once, a node removed at the end);
+	// a third would cost every scenario CPU on two cores.
+	clusterNodes = 2
 )
 
 // hostTools are the Debian packages the cluster runs (docs/design/local-cluster.md §2).
 var hostTools = map[string]string{
 	"containerd": "containerd", "ctr": "containerd", "runc": "runc", "etcd": "etcd-server",
 	"/usr/lib/cni/bridge": "containernetworking-plugins", "iptables": "iptables",
-	"nsenter": "util-linux", "ip": "iproute2",
+	"nsenter": "util-linux", "losetup": "util-linux", "ip": "iproute2", "mkfs.ext4": "e2fsprogs",
 }
 
 // suite is everything the scenarios share.
 type suite struct {
 	cluster *localcluster.Cluster
+	dyn     dynamic.Interface
+	inst    *installer
 	obs     *observer
+	m       *manifests
 	ds      *nodeDS
-	wl      *workload // nil until the workload runs
-	bin     string    // built binaries
+	wl      []*workload // one per node; nil until the workload runs
+	bin     string      // built binaries
+	module  string      // test/cluster
 	report  *report
-	ctrl    csi.ControllerClient
-	simHTTP *http.Client
+	ontap   *ontap
+	sim     simEndpoint
+	// pvs are the PVs bound to claims of each scenario namespace, for the
+	// report's view of that scenario's ONTAP objects (grouped scenarios
+	// run at once, so the SVM's whole diff mixes theirs).
+	pvsMu sync.Mutex
+	pvs   map[string][]string
 }
 
-func TestNodePluginRollouts(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("the cluster e2e test needs root (namespaces, mounts, cgroups)")
+// boundPV notes that a claim of namespace ns is bound to pv.
+func (s *suite) boundPV(ns, pv string) {
+	s.pvsMu.Lock()
+	defer s.pvsMu.Unlock()
+	if s.pvs == nil {
+		s.pvs = map[string][]string{}
 	}
-	var missing []string
-	for tool, pkg := range hostTools {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = append(missing, pkg)
-		}
+	if pv != "" && !hasString(s.pvs[ns], pv) {
+		s.pvs[ns] = append(s.pvs[ns], pv)
 	}
-	if len(missing) > 0 {
-		t.Fatalf("missing host packages (apt-get install %s)", strings.Join(missing, " "))
+}
+
+// ontapVolumesOf are the ONTAP volumes of the PVs bound in namespace ns.
+func (s *suite) ontapVolumesOf(ns string) []string {
+	s.pvsMu.Lock()
+	defer s.pvsMu.Unlock()
+	var out []string
+	for _, pv := range s.pvs[ns] {
+		out = append(out, ontapVolume(pv))
 	}
+	return out
+}
+
+func TestCluster(t *testing.T) {
+	checkHost(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if dl, ok := t.Deadline(); ok {
@@ -91,32 +118,9 @@ func TestNodePluginRollouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("binaries and images ready after %s", time.Since(started).Round(time.Second))
-
-	c, err := localcluster.Start(ctx, localcluster.Config{
-		Kube:      a.kube,
-		NodeNS:    filepath.Join(a.bin, "nodens"),
-		Archives:  a.archives,
-		NodeFiles: map[string]string{"/usr/sbin/mount.nfs": filepath.Join(a.bin, "mount.nfs"), "/usr/sbin/mount.nfs4": filepath.Join(a.bin, "mount.nfs")},
-		Forwards:  map[string]string{"sim": net.JoinHostPort(localcluster.NodeIP, simPort)},
-		Logf:      t.Logf,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			keepArtifacts(t, c)
-		}
-		rep, err := c.Teardown()
-		t.Logf("teardown in %s: killed %d processes, %d mounts undone, %d cgroups removed, sysctls restored %v",
-			rep.Duration.Round(time.Millisecond), len(rep.NodeNS.Killed), rep.NodeNS.Unmounted, rep.NodeNS.CgroupsRemoved, rep.NodeNS.SysctlsRestored)
-		if err != nil {
-			t.Errorf("teardown left the host changed: %v", err)
-		}
-	})
+	s := &suite{bin: a.bin, module: wd, report: newReport(reportCommand())}
+	s.cluster = startCluster(ctx, t, a)
 	t.Logf("cluster up after %s", time.Since(started).Round(time.Second))
-
-	s := &suite{cluster: c, bin: a.bin, report: newReport(reportCommand())}
 	defer func() {
 		if err := s.report.write(); err != nil {
 			t.Error(err)
@@ -124,157 +128,63 @@ func TestNodePluginRollouts(t *testing.T) {
 		t.Logf("report: %s", s.report.path())
 	}()
 	s.setup(ctx, t, repo)
+	s.runAll(ctx, t)
+}
 
-	for _, sc := range scenarios {
-		if !sc.beforeWorkload && s.wl == nil {
-			if err := s.startWorkload(ctx); err != nil {
-				t.Fatalf("workload: %v", err)
-			}
+func checkHost(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the cluster e2e test needs root (namespaces, mounts, cgroups, loop devices)")
+	}
+	var missing []string
+	for tool, pkg := range hostTools {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, pkg)
 		}
-		if !t.Run(sc.name, func(t *testing.T) { s.run(ctx, t, sc) }) && ctx.Err() != nil {
-			break
-		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("missing host packages (apt-get install %s)", strings.Join(missing, " "))
 	}
 }
 
-// setup starts the simulator, the controller, the observer and the
-// attacher, and installs deploy/ except the node DaemonSet, which the
-// scenarios create.
-func (s *suite) setup(ctx context.Context, t *testing.T, repo string) {
-	c := s.cluster
-	simDir := filepath.Join(c.Root, "sim")
-	simAddr := net.JoinHostPort(localcluster.NodeIP, simPort)
-	if _, err := c.StartProcess("ontap-sim", []string{filepath.Join(s.bin, "ontap-sim"),
-		"--listen", simAddr, "--data-dir", simDir, "--nfs-lifs", simNFSLIF}, nil); err != nil {
-		t.Fatal(err)
-	}
-	simCA := filepath.Join(simDir, "tls", "ca.pem")
-	simHTTP, err := s.simClient(ctx, simCA)
+// startCluster brings up the nodes with the shims installed as the host
+// tools they stand in for, and registers the teardown.
+func startCluster(ctx context.Context, t *testing.T, a artifacts) *localcluster.Cluster {
+	shim := filepath.Join(a.bin, "iscsi-shim")
+	c, err := localcluster.Start(ctx, localcluster.Config{
+		Nodes:    clusterNodes,
+		Kube:     a.kube,
+		NodeNS:   filepath.Join(a.bin, "nodens"),
+		Archives: a.archives,
+		NodeFiles: map[string]string{
+			"/usr/sbin/mount.nfs": filepath.Join(a.bin, "mount.nfs"), "/usr/sbin/mount.nfs4": filepath.Join(a.bin, "mount.nfs"),
+			"/usr/sbin/iscsiadm": shim, "/usr/sbin/multipath": shim, "/usr/sbin/multipathd": shim,
+		},
+		NodeDirs: []string{iscsiShimDir},
+		Forwards: map[string]string{"sim": net.JoinHostPort(localcluster.APIServerIP, simPort)},
+		Logf:     t.Logf,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	simURL := "https://" + simAddr
-
-	ctrlSock := filepath.Join(c.Root, "controller", "csi.sock")
-	backend, err := s.writeBackend(simAddr, simCA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// allInOne, not controller: ontap-csi's own node DaemonSet reports its
-	// node (IPs, IQN) to no controller (it only does so to a Trident-style
-	// controller through the trident-csi certificates), so a controller
-	// alone would refuse every ControllerPublishVolume with "node not
-	// found". In allInOne the node half reports this node in-process; it
-	// is never registered with the kubelet, which only knows the
-	// DaemonSet's pods.
-	if _, err := c.StartProcess("ontap-csi-controller", []string{filepath.Join(s.bin, "ontap-csi"),
-		"--csi_role=allInOne", "--csi_node_name=" + localcluster.NodeName,
-		"--csi_endpoint=unix://" + ctrlSock, "--backend-config=" + backend,
-		"--log_level=debug"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := dialCSI(ctx, ctrlSock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ctrl := csi.NewControllerClient(conn)
-
-	m, err := renderBase(ctx, repo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.install(ctx, c.Client); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workloadNS}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-
-	s.obs = newObserver(c.Client, driverName)
-	s.obs.start(ctx, c, []string{m.Namespace, workloadNS, legacyNS})
-	go (&attacher{client: c.Client, csi: ctrl, driver: driverName, obs: s.obs}).run(ctx)
-
-	s.ds = &nodeDS{client: c.Client, m: m, sim: simEndpoint{URL: simURL, CAFile: simCA}, obs: s.obs}
-	s.ctrl = ctrl
-	s.simHTTP = simHTTP
-}
-
-// startWorkload provisions the two volumes and starts the keeper and the
-// churn; ontap-csi must be installed and registered.
-func (s *suite) startWorkload(ctx context.Context) error {
-	c := s.cluster
-	if err := pollUntil(ctx, time.Minute, func() (bool, string, error) {
-		ok, err := s.driverRegistered(ctx)
-		return ok, "driver not in CSINode", err
-	}); err != nil {
-		return fmt.Errorf("the driver is not in CSINode: %w", err)
-	}
-	wl := &workload{client: c.Client, obs: s.obs, sim: s.simHTTP}
-	for _, claim := range []string{keeperClaim, churnClaim} {
-		if err := provision(ctx, c.Client, s.ctrl, claim); err != nil {
-			return err
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("E2E_ARTIFACTS") != "" {
+			keepArtifacts(t, c)
 		}
-	}
-	if err := wl.startKeeper(ctx); err != nil {
-		return err
-	}
-	go wl.churn(ctx)
-	// One full churn cycle before the first scenario proves the data path.
-	if err := pollUntil(ctx, 5*time.Minute, func() (bool, string, error) {
-		cycles := wl.cyclesIn(time.Time{}, time.Now())
-		if len(cycles) == 0 {
-			return false, "no churn cycle yet", nil
+		rep, err := c.Teardown()
+		for i, nr := range rep.NodeNS {
+			t.Logf("teardown of node %d: killed %d processes, %d mounts undone, %d cgroups removed, sysctls restored %v",
+				len(rep.NodeNS)-i, len(nr.Killed), nr.Unmounted, nr.CgroupsRemoved, nr.SysctlsRestored)
 		}
-		if cycles[0].Err != "" {
-			return false, "", fmt.Errorf("first churn cycle failed: %s", cycles[0].Err)
+		t.Logf("teardown in %s", rep.Duration.Round(time.Millisecond))
+		if err != nil {
+			t.Errorf("teardown left the host changed: %v", err)
 		}
-		return true, "", nil
-	}); err != nil {
-		return err
-	}
-	s.wl = wl
-	s.obs.add("test", "workload running: keeper and churn")
-	return nil
-}
-
-// writeBackend writes the controller's backend: Trident's ontap-nas JSON
-// pointing at the simulator, trusting its CA.
-func (s *suite) writeBackend(simAddr, caFile string) (string, error) {
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		return "", err
-	}
-	b, err := json.MarshalIndent(map[string]any{
-		"version":              1,
-		"storageDriverName":    "ontap-nas",
-		"backendName":          "e2e-nas",
-		"managementLIF":        simAddr,
-		"dataLIF":              simNFSLIF,
-		"svm":                  "svm0",
-		"username":             "admin",
-		"password":             "password",
-		"storagePrefix":        "e2e_",
-		"trustedCACertificate": base64.StdEncoding.EncodeToString(ca),
-		// Publishing adds the node's IP to the volume's export policy; the
-		// NFS shim then checks that policy on every mount.
-		"autoExportPolicy": true,
-		"autoExportCIDRs":  []string{"10.250.0.0/24"},
-		"defaults":         map[string]string{"unixPermissions": "0777"},
-	}, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(s.cluster.Root, "controller")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "backend.json")
-	return path, os.WriteFile(path, b, 0o600)
+	})
+	return c
 }
 
 // simClient waits for the simulator's CA and API, and returns a client that
-// reaches it from outside the node's network namespace.
+// reaches it from outside the nodes' network namespaces.
 func (s *suite) simClient(ctx context.Context, caFile string) (*http.Client, error) {
 	var hc *http.Client
 	err := pollUntil(ctx, 2*time.Minute, func() (bool, string, error) {
@@ -288,13 +198,13 @@ func (s *suite) simClient(ctx context.Context, caFile string) (*http.Client, err
 		}
 		sock := s.cluster.ForwardSocket("sim")
 		hc = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: localcluster.NodeIP, MinVersion: tls.VersionTLS12},
+			TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: localcluster.APIServerIP, MinVersion: tls.VersionTLS12},
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				var d net.Dialer
 				return d.DialContext(ctx, "unix", sock)
 			},
 		}}
-		resp, err := hc.Get("https://" + net.JoinHostPort(localcluster.NodeIP, simPort) + "/sim/info")
+		resp, err := hc.Get("https://" + net.JoinHostPort(localcluster.APIServerIP, simPort) + "/sim/info")
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -317,7 +227,8 @@ func reportCommand() string {
 }
 
 // keepArtifacts copies the daemons' and containers' logs out of the root
-// before teardown removes it.
+// before teardown removes it: when the test failed, or always when
+// $E2E_ARTIFACTS names where.
 func keepArtifacts(t *testing.T, c *localcluster.Cluster) {
 	dir := os.Getenv("E2E_ARTIFACTS")
 	if dir == "" {
@@ -327,11 +238,14 @@ func keepArtifacts(t *testing.T, c *localcluster.Cluster) {
 		t.Logf("keeping logs: %v", err)
 		return
 	}
-	for src, dst := range map[string]string{
-		c.LogDir:                               filepath.Join(dir, "daemons"),
-		c.NodePath("/var/log/pods"):            filepath.Join(dir, "pods"),
-		c.NodePath("/var/lib/kubelet/plugins"): filepath.Join(dir, "kubelet-plugins"),
-	} {
+	copies := map[string]string{c.LogDir: filepath.Join(dir, "daemons")}
+	for _, n := range c.Nodes {
+		copies[n.NodePath("/var/log/pods")] = filepath.Join(dir, n.Name, "pods")
+		copies[n.NodePath("/var/lib/kubelet/plugins")] = filepath.Join(dir, n.Name, "kubelet-plugins")
+		copies[filepath.Join(n.DirSource(iscsiShimDir), "state")] = filepath.Join(dir, n.Name, "iscsi-shim")
+	}
+	for src, dst := range copies {
+		_ = os.MkdirAll(filepath.Dir(dst), 0o755)
 		if out, err := exec.Command("cp", "-r", "--no-dereference", src, dst).CombinedOutput(); err != nil {
 			t.Logf("keeping %s: %v: %s", src, err, out)
 		}

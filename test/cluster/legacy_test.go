@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/ontap-csi/ontap-csi/test/cluster/localcluster"
 )
 
 // The Trident 20.10-style node DaemonSet of the baseline: a node plugin
@@ -45,7 +44,9 @@ func legacyDaemonSet() *appsv1.DaemonSet {
 					Containers: []corev1.Container{
 						{
 							Name: "trident-main", Image: toolsImage, ImagePullPolicy: corev1.PullNever,
-							Command:      []string{"/tridentmain", "--csi_endpoint=unix:///plugin/csi.sock", "--csi_node_name=" + localcluster.NodeName},
+							Command: []string{"/tridentmain", "--csi_endpoint=unix:///plugin/csi.sock", "--csi_node_name=$(KUBE_NODE_NAME)"},
+							Env: []corev1.EnvVar{{Name: "KUBE_NODE_NAME", ValueFrom: &corev1.EnvVarSource{
+								FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
 							VolumeMounts: mounts, Lifecycle: preStop,
 						},
 						{
@@ -69,38 +70,37 @@ func legacyDaemonSet() *appsv1.DaemonSet {
 	}
 }
 
-func (s *suite) legacyPods(ctx context.Context) ([]string, error) {
+func (s *suite) legacyPods(ctx context.Context) ([]corev1.Pod, error) {
 	l, err := s.cluster.Client.CoreV1().Pods(legacyNS).List(ctx, metav1.ListOptions{LabelSelector: "app=node.csi.trident.netapp.io"})
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, p := range l.Items {
-		names = append(names, p.Name)
-	}
-	return names, nil
+	return l.Items, nil
 }
 
-func (s *suite) waitLegacyRunning(ctx context.Context, exclude map[string]bool) (string, error) {
-	var name string
+// waitLegacyRunning waits until every node runs a Ready legacy pod not in
+// exclude, and returns their names.
+func (s *suite) waitLegacyRunning(ctx context.Context, exclude map[string]bool) (map[string]bool, error) {
+	names := map[string]bool{}
 	err := pollUntil(ctx, rolloutTimeout, func() (bool, string, error) {
-		l, err := s.cluster.Client.CoreV1().Pods(legacyNS).List(ctx, metav1.ListOptions{LabelSelector: "app=node.csi.trident.netapp.io"})
+		pods, err := s.legacyPods(ctx)
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		for _, p := range l.Items {
+		names = map[string]bool{}
+		nodes := map[string]bool{}
+		for _, p := range pods {
 			if !exclude[p.Name] && podReady(&p) {
-				name = p.Name
-				return true, "", nil
+				names[p.Name], nodes[p.Spec.NodeName] = true, true
 			}
 		}
-		return false, fmt.Sprintf("%d legacy pods, none new and Ready", len(l.Items)), nil
+		return len(nodes) == len(s.liveNodes()), fmt.Sprintf("new Ready legacy pods on %d of %d nodes", len(nodes), len(s.liveNodes())), nil
 	})
-	return name, err
+	return names, err
 }
 
-func (s *suite) driverRegistered(ctx context.Context) (bool, error) {
-	n, err := s.cluster.Client.StorageV1().CSINodes().Get(ctx, localcluster.NodeName, metav1.GetOptions{})
+func (s *suite) driverRegistered(ctx context.Context, node string) (bool, error) {
+	n, err := s.cluster.Client.StorageV1().CSINodes().Get(ctx, node, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -112,9 +112,10 @@ func (s *suite) driverRegistered(ctx context.Context) (bool, error) {
 
 // seedBaseline reproduces the seed with the legacy DaemonSet alone: after a
 // delete and immediate re-create the old registrar unlinks the new one's
-// socket, and the driver stays out of CSINode for good. It is the control
-// that shows this suite sees the bug the other scenarios must not have.
-func seedBaseline(ctx context.Context, s *suite, _ *time.Time) error {
+// socket, and the driver stays out of CSINode for good, on every node. It
+// is the control that shows this suite sees the bug the other scenarios
+// must not have.
+func seedBaseline(ctx context.Context, s *suite, _ *scenarioRun) error {
 	c := s.cluster.Client
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: legacyNS}}, metav1.CreateOptions{}); err != nil {
 		return err
@@ -127,13 +128,10 @@ func seedBaseline(ctx context.Context, s *suite, _ *time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := pollUntil(ctx, 2*time.Minute, func() (bool, string, error) {
-		ok, err := s.driverRegistered(ctx)
-		return ok, "driver not in CSINode", err
-	}); err != nil {
-		return fmt.Errorf("the legacy registrar never registered: %w", err)
+	if err := s.waitRegistered(ctx, 2*time.Minute); err != nil {
+		return fmt.Errorf("the legacy registrars never registered: %w", err)
 	}
-	s.obs.add("test", "legacy pod %s registered the driver", first)
+	s.obs.add("test", "legacy pods %v registered the driver", keysOf(first))
 
 	bg := metav1.DeletePropagationBackground
 	if err := c.AppsV1().DaemonSets(legacyNS).Delete(ctx, legacyName, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
@@ -143,54 +141,55 @@ func seedBaseline(ctx context.Context, s *suite, _ *time.Time) error {
 		return err
 	}
 	s.obs.add("test", "deleted and re-created the legacy DaemonSet")
-	second, err := s.waitLegacyRunning(ctx, map[string]bool{first: true})
+	second, err := s.waitLegacyRunning(ctx, first)
 	if err != nil {
 		return err
 	}
 	if err := pollUntil(ctx, 2*time.Minute, func() (bool, string, error) {
-		names, err := s.legacyPods(ctx)
-		return err == nil && len(names) == 1 && names[0] == second, fmt.Sprint(names), nil
+		pods, err := s.legacyPods(ctx)
+		left := 0
+		for _, p := range pods {
+			if first[p.Name] {
+				left++
+			}
+		}
+		return err == nil && left == 0, fmt.Sprintf("%d old legacy pods left", left), nil
 	}); err != nil {
 		return err
 	}
-	s.obs.add("test", "old legacy pod %s gone, new %s running", first, second)
+	s.obs.add("test", "old legacy pods gone, new %v running", keysOf(second))
 	// Permanent: nothing re-creates the socket.
 	time.Sleep(15 * time.Second)
-	ok, err := s.driverRegistered(ctx)
-	if err != nil {
-		return err
+	for _, n := range s.liveNodes() {
+		ok, err := s.driverRegistered(ctx, n.Name)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return fmt.Errorf("the seed did not reproduce on %s: the driver is registered 15 s after the old legacy pod left", n.Name)
+		}
 	}
-	if ok {
-		return fmt.Errorf("the seed did not reproduce: the driver is registered 15 s after the old legacy pod left")
-	}
-	s.obs.add("test", "driver still missing from CSINode 15 s later: the seed bug, reproduced")
+	s.obs.add("test", "driver still missing from every CSINode 15 s later: the seed bug, reproduced")
 	return nil
 }
 
 // migrateFromLegacy installs ontap-csi's DaemonSet beside the broken legacy
 // one (the drop-in path: new pods start before the old ones stop), and then
-// deletes the legacy DaemonSet, whose plugin unlinks csi.sock and whose
-// registrar unlinks its socket on the way out. Judged from the moment
-// ontap-csi has registered.
-func migrateFromLegacy(ctx context.Context, s *suite, from *time.Time) error {
+// deletes the legacy DaemonSet, whose plugins unlink csi.sock and whose
+// registrars unlink their sockets on the way out. Judged from the moment
+// ontap-csi has registered on every node.
+func migrateFromLegacy(ctx context.Context, s *suite, r *scenarioRun) error {
 	if err := s.ds.create(ctx, nodeVariant{Image: pluginImageA}); err != nil {
 		return err
 	}
 	if err := s.ds.waitRollout(ctx, rolloutTimeout); err != nil {
 		return err
 	}
-	if err := pollUntil(ctx, time.Minute, func() (bool, string, error) {
-		ok, err := s.driverRegistered(ctx)
-		return ok, "driver not in CSINode", err
-	}); err != nil {
+	if err := s.waitRegistered(ctx, time.Minute); err != nil {
 		return fmt.Errorf("ontap-csi never registered beside the legacy pods: %w", err)
 	}
-	*from = time.Now()
-	s.obs.add("test", "ontap-csi registered; judging from here")
-	names, err := s.legacyPods(ctx)
-	if err != nil {
-		return err
-	}
+	r.from = time.Now()
+	s.obs.add("test", "ontap-csi registered on every node; judging from here")
 	bg := metav1.DeletePropagationBackground
 	if err := s.cluster.Client.AppsV1().DaemonSets(legacyNS).Delete(ctx, legacyName, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
 		return err
@@ -198,6 +197,15 @@ func migrateFromLegacy(ctx context.Context, s *suite, from *time.Time) error {
 	s.obs.add("test", "deleted the legacy DaemonSet")
 	return pollUntil(ctx, rolloutTimeout, func() (bool, string, error) {
 		left, err := s.legacyPods(ctx)
-		return err == nil && len(left) == 0, fmt.Sprintf("legacy pods left: %v (of %v)", left, names), nil
+		return err == nil && len(left) == 0, fmt.Sprintf("%d legacy pods left", len(left)), nil
 	})
+}
+
+func keysOf(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,25 +27,33 @@ import (
 	"github.com/ontap-csi/ontap-csi/test/cluster/localcluster"
 )
 
-const (
-	workloadNS  = "e2e-workload"
-	keeperPod   = "keeper"
-	keeperClaim = "keeper-data"
-	churnClaim  = "churn-data"
-)
+const workloadNS = "e2e-workload"
 
-// workload is the load the scenarios run under: a pod that keeps its
-// volume mounted and written for the whole test (the keeper), and a pod
-// created and deleted over and over on a second volume (the churn), so
-// that kubelet stages, publishes, unpublishes and unstages all the time.
+// workload is the load the scenarios run under on one node: a pod that
+// keeps its volume mounted and written for the whole test (the keeper), and
+// a pod created and deleted over and over on a second volume (the churn),
+// so that kubelet stages, publishes, unpublishes and unstages all the time.
+// Both volumes are provisioned from deploy/examples' ontap-nas class. A
+// second keeper writes to an iSCSI volume (ontap-san-ext4), so that every
+// rollout also hands over a node with a LUN staged and in use; its data is
+// checked by the keeper itself (it exits on any failed write, a changed
+// device or a missing seed), which shows as a restart.
 type workload struct {
 	client kubernetes.Interface
 	obs    *observer
 	sim    *http.Client // the simulator's data plane, through the forwarded socket
+	node   *localcluster.Node
 
 	mu     sync.Mutex
 	cycles []churnCycle
+	// stopped ends the churn (the node is being removed).
+	stopped bool
 }
+
+func (w *workload) keeperPod() string   { return "keeper-" + w.node.Name }
+func (w *workload) keeperClaim() string { return "keeper-" + w.node.Name }
+func (w *workload) churnClaim() string  { return "churn-" + w.node.Name }
+func (w *workload) iscsiKeeper() string { return "iscsi-keeper-" + w.node.Name }
 
 // churnCycle is one create → Running → delete → gone of a churn pod.
 type churnCycle struct {
@@ -57,61 +64,63 @@ type churnCycle struct {
 	MountFailed, Timeout bool
 }
 
-// provision creates a volume through the controller and a PV and PVC bound
-// to it, as csi-provisioner would for an ontap-nas StorageClass (there is
-// no provisioner sidecar here).
-func provision(ctx context.Context, client kubernetes.Interface, ctrl csi.ControllerClient, claim string) error {
-	pvName := "pvc-e2e-" + claim
-	capability := &csi.VolumeCapability{
-		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER},
-		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
-	}
-	resp, err := ctrl.CreateVolume(ctx, &csi.CreateVolumeRequest{
-		Name:               pvName,
-		CapacityRange:      &csi.CapacityRange{RequiredBytes: 1 << 30},
-		VolumeCapabilities: []*csi.VolumeCapability{capability},
-		Parameters:         map[string]string{"backendType": "ontap-nas"},
-	})
-	if err != nil {
-		return fmt.Errorf("CreateVolume %s: %w", pvName, err)
-	}
-	v := resp.Volume
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: pvName},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(v.CapacityBytes, resource.BinarySI)},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			StorageClassName:              "",
-			ClaimRef:                      &corev1.ObjectReference{Namespace: workloadNS, Name: claim},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver: driverName, VolumeHandle: v.VolumeId, VolumeAttributes: v.VolumeContext,
-			}},
-		},
-	}
-	if _, err := client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: workloadNS},
+// claim is a PersistentVolumeClaim of a StorageClass: the provisioner
+// makes its volume.
+func claim(ns, name, class string, mode corev1.PersistentVolumeAccessMode, size string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-			StorageClassName: ptr.To(""),
-			VolumeName:       pvName,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
+			StorageClassName: ptr.To(class),
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceStorage: *resource.NewQuantity(v.CapacityBytes, resource.BinarySI),
+				corev1.ResourceStorage: resource.MustParse(size),
 			}},
 		},
 	}
-	_, err = client.CoreV1().PersistentVolumeClaims(workloadNS).Create(ctx, pvc, metav1.CreateOptions{})
-	return err
 }
 
-func workloadPod(name, claim string, args ...string) *corev1.Pod {
+// start provisions the node's two volumes, starts the keeper and then the
+// churn, and waits for one full churn cycle, which proves the data path.
+func (w *workload) start(ctx context.Context) error {
+	claims := []*corev1.PersistentVolumeClaim{
+		claim(workloadNS, w.keeperClaim(), nasClass, corev1.ReadWriteMany, "1Gi"),
+		claim(workloadNS, w.churnClaim(), nasClass, corev1.ReadWriteMany, "1Gi"),
+		claim(workloadNS, w.iscsiKeeper(), sanClass, corev1.ReadWriteOnce, "1Gi"),
+	}
+	for _, c := range claims {
+		if _, err := w.client.CoreV1().PersistentVolumeClaims(workloadNS).Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	keepers := [][2]string{{w.keeperPod(), w.keeperClaim()}, {w.iscsiKeeper(), w.iscsiKeeper()}}
+	errs := make(chan error, len(keepers))
+	for _, k := range keepers {
+		go func() { errs <- w.startKeeper(ctx, k[0], k[1]) }()
+	}
+	for range keepers {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	go w.churn(ctx)
+	return pollUntil(ctx, 5*time.Minute, func() (bool, string, error) {
+		cycles := w.cyclesIn(time.Time{}, time.Now())
+		if len(cycles) == 0 {
+			return false, "no churn cycle yet", nil
+		}
+		if cycles[0].Err != "" {
+			return false, "", fmt.Errorf("first churn cycle on %s failed: %s", w.node.Name, cycles[0].Err)
+		}
+		return true, "", nil
+	})
+}
+
+// workloadPod is a pod on node running the workload program on a claim.
+func workloadPod(ns, name, node, claim string, args ...string) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: workloadNS, Labels: map[string]string{"app": "e2e-workload"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "e2e-workload"}},
 		Spec: corev1.PodSpec{
-			NodeName:                      localcluster.NodeName,
+			NodeName:                      node,
 			AutomountServiceAccountToken:  ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](5),
 			Containers: []corev1.Container{{
@@ -131,19 +140,38 @@ func workloadPod(name, claim string, args ...string) *corev1.Pod {
 	}
 }
 
-// startKeeper creates the keeper pod and waits until it runs.
-func (w *workload) startKeeper(ctx context.Context) error {
-	p := workloadPod(keeperPod, keeperClaim, "keep", "--dir=/data", "--interval=200ms")
+// startKeeper creates a keeper pod and waits until it runs.
+func (w *workload) startKeeper(ctx context.Context, name, claimName string) error {
+	p := workloadPod(workloadNS, name, w.node.Name, claimName, "keep", "--dir=/data", "--interval=200ms")
 	if _, err := w.client.CoreV1().Pods(workloadNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	return waitPod(ctx, w.client, workloadNS, keeperPod, 5*time.Minute, podReady)
+	return waitPod(ctx, w.client, workloadNS, name, 5*time.Minute, podReady)
+}
+
+// checkISCSIKeeper reports the iSCSI keeper's problems: not Ready, or
+// restarted (a failed write, a changed device, a missing seed).
+func (w *workload) checkISCSIKeeper(ctx context.Context) []string {
+	p, err := w.client.CoreV1().Pods(workloadNS).Get(ctx, w.iscsiKeeper(), metav1.GetOptions{})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.RestartCount > 0 {
+			out = append(out, fmt.Sprintf("%s restarted %d times", p.Name, cs.RestartCount))
+		}
+	}
+	if !podReady(p) {
+		out = append(out, p.Name+" is not Ready")
+	}
+	return out
 }
 
 // churn runs churn cycles until ctx ends.
 func (w *workload) churn(ctx context.Context) {
-	for n := 1; ctx.Err() == nil; n++ {
-		c := w.churnOnce(ctx, fmt.Sprintf("churn-%04d", n))
+	for n := 1; ctx.Err() == nil && !w.isStopped(); n++ {
+		c := w.churnOnce(ctx, fmt.Sprintf("churn-%s-%04d", w.node.Name, n))
 		w.mu.Lock()
 		w.cycles = append(w.cycles, c)
 		w.mu.Unlock()
@@ -165,7 +193,7 @@ const churnStepTimeout = 3 * time.Minute
 func (w *workload) churnOnce(ctx context.Context, name string) churnCycle {
 	c := churnCycle{Pod: name, Created: time.Now()}
 	pods := w.client.CoreV1().Pods(workloadNS)
-	if _, err := pods.Create(ctx, workloadPod(name, churnClaim, "churn", "--dir=/data"), metav1.CreateOptions{}); err != nil {
+	if _, err := pods.Create(ctx, workloadPod(workloadNS, name, w.node.Name, w.churnClaim(), "churn", "--dir=/data"), metav1.CreateOptions{}); err != nil {
 		c.Err = err.Error()
 		return c
 	}
@@ -186,6 +214,19 @@ func (w *workload) churnOnce(ctx context.Context, name string) churnCycle {
 	}
 	c.Gone = time.Now()
 	return c
+}
+
+// stop ends the churn after the cycle under way.
+func (w *workload) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+}
+
+func (w *workload) isStopped() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopped
 }
 
 // cyclesIn returns the churn cycles that overlap a window.
@@ -218,7 +259,7 @@ type keeperReport struct {
 // NFS shim uses) and checks the seed and the journal sequence.
 func (w *workload) checkKeeper(ctx context.Context) (keeperReport, error) {
 	var r keeperReport
-	p, err := w.client.CoreV1().Pods(workloadNS).Get(ctx, keeperPod, metav1.GetOptions{})
+	p, err := w.client.CoreV1().Pods(workloadNS).Get(ctx, w.keeperPod(), metav1.GetOptions{})
 	if err != nil {
 		return r, err
 	}
@@ -226,7 +267,11 @@ func (w *workload) checkKeeper(ctx context.Context) (keeperReport, error) {
 	for _, cs := range p.Status.ContainerStatuses {
 		r.Restarts += cs.RestartCount
 	}
-	dir, err := w.volumeDir(ctx, "pvc-e2e-"+keeperClaim)
+	pvc, err := w.client.CoreV1().PersistentVolumeClaims(workloadNS).Get(ctx, w.keeperClaim(), metav1.GetOptions{})
+	if err != nil {
+		return r, err
+	}
+	dir, err := volumeDir(ctx, w.client, w.sim, pvc.Spec.VolumeName, w.node.IP)
 	if err != nil {
 		return r, err
 	}
@@ -284,10 +329,11 @@ func (w *workload) checkKeeper(ctx context.Context) (keeperReport, error) {
 	return r, nil
 }
 
-// volumeDir asks the simulator's data plane where a PV's data lives, with
-// the server and path the attacher stored for kubelet.
-func (w *workload) volumeDir(ctx context.Context, pvName string) (string, error) {
-	vas, err := w.client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+// volumeDir asks the simulator's data plane where an NFS PV's data lives,
+// with the server and path csi-attacher stored for kubelet, for a client
+// the export admits.
+func volumeDir(ctx context.Context, client kubernetes.Interface, sim *http.Client, pvName, clientIP string) (string, error) {
+	vas, err := client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", err
 	}
@@ -296,12 +342,12 @@ func (w *workload) volumeDir(ctx context.Context, pvName string) (string, error)
 			continue
 		}
 		md := va.Status.AttachmentMetadata
-		q := url.Values{"server": {md["nfsServerIp"]}, "client": {localcluster.NodeIP}, "path": {md["nfsPath"]}}
+		q := url.Values{"server": {md["nfsServerIp"]}, "client": {clientIP}, "path": {md["nfsPath"]}}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://sim/sim/nfs/export?"+q.Encode(), nil)
 		if err != nil {
 			return "", err
 		}
-		resp, err := w.sim.Do(req)
+		resp, err := sim.Do(req)
 		if err != nil {
 			return "", err
 		}

@@ -25,13 +25,21 @@ const KubeVersion = "v1.34.4"
 // kubeCommands are the binaries built from test/cluster/kube's tool list.
 var kubeCommands = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"}
 
-// KubeBinaries are the built Kubernetes binaries.
-type KubeBinaries struct {
-	Dir string // holds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet
+// sidecarCommands are the CSI sidecars built from test/cluster/sidecars'
+// tool list (the modules the proxy serves: docs/design/local-cluster.md §9).
+var sidecarCommands = []string{"csi-attacher", "csi-snapshotter", "snapshot-controller"}
+
+// Binaries is a directory of built binaries.
+type Binaries struct {
+	Dir string
 }
 
+// KubeBinaries are the built Kubernetes binaries: kube-apiserver,
+// kube-controller-manager, kube-scheduler, kubelet.
+type KubeBinaries = Binaries
+
 // Path returns the path of one binary.
-func (k KubeBinaries) Path(name string) string { return filepath.Join(k.Dir, name) }
+func (b Binaries) Path(name string) string { return filepath.Join(b.Dir, name) }
 
 func kubeLDFlags() string {
 	minor := strings.Split(strings.TrimPrefix(KubeVersion, "v"), ".")[1]
@@ -46,64 +54,85 @@ func kubeLDFlags() string {
 	}, " ")
 }
 
+// toolBuild is a module whose `tool` lines are built together and cached.
+type toolBuild struct {
+	name     string // cache directory prefix, e.g. kube-v1.34.4
+	module   string // the module's directory
+	commands []string
+	ldflags  string
+	took     string // how long a cold build takes, for the log
+}
+
 // BuildKube returns the Kubernetes binaries for kubeModule (the directory of
 // test/cluster/kube), building them into cacheRoot if they are not there.
-//
-// The cold build takes 5–12 minutes on two cores (less when the Go cache
-// already holds what it shares with other builds), so the result is cached
-// by content: the key hashes the module's go.mod and go.sum, the Go version,
-// the platform and the link flags. A warm run finds the directory and does
-// not even link. Concurrent runs take a file lock; the build goes to a
-// temporary directory renamed into place, so a killed build leaves nothing
-// that looks finished.
+// A cold build takes 5–12 minutes on two cores (less when the Go cache
+// already holds what it shares with other builds).
 func BuildKube(ctx context.Context, kubeModule, cacheRoot string, logf func(string, ...any)) (KubeBinaries, error) {
-	key, err := kubeCacheKey(kubeModule)
+	return buildTools(ctx, toolBuild{name: "kube-" + KubeVersion, module: kubeModule, commands: kubeCommands,
+		ldflags: kubeLDFlags(), took: "5-12 minutes"}, cacheRoot, logf)
+}
+
+// BuildSidecars returns csi-attacher, csi-snapshotter and snapshot-controller
+// built from sidecarModule (test/cluster/sidecars), cached as BuildKube's.
+func BuildSidecars(ctx context.Context, sidecarModule, cacheRoot string, logf func(string, ...any)) (Binaries, error) {
+	return buildTools(ctx, toolBuild{name: "sidecars", module: sidecarModule, commands: sidecarCommands,
+		ldflags: "-s -w", took: "3-6 minutes"}, cacheRoot, logf)
+}
+
+// buildTools builds a module's tools into cacheRoot unless they are there.
+// The result is cached by content: the key hashes the module's go.mod and
+// go.sum, the Go version, the platform and the link flags. A warm run finds
+// the directory and does not even link. Concurrent runs take one file lock
+// per cache; the build goes to a temporary directory renamed into place, so
+// a killed build leaves nothing that looks finished.
+func buildTools(ctx context.Context, b toolBuild, cacheRoot string, logf func(string, ...any)) (Binaries, error) {
+	key, err := toolCacheKey(b)
 	if err != nil {
-		return KubeBinaries{}, err
+		return Binaries{}, err
 	}
-	dir := filepath.Join(cacheRoot, "kube-"+KubeVersion+"-"+key)
+	dir := filepath.Join(cacheRoot, b.name+"-"+key)
 	if complete(dir) {
-		return KubeBinaries{Dir: dir}, nil
+		return Binaries{Dir: dir}, nil
 	}
 	if err := os.MkdirAll(cacheRoot, 0o755); err != nil {
-		return KubeBinaries{}, err
+		return Binaries{}, err
 	}
 	unlock, err := lockFile(filepath.Join(cacheRoot, "build.lock"))
 	if err != nil {
-		return KubeBinaries{}, err
+		return Binaries{}, err
 	}
 	defer unlock()
 	if complete(dir) { // built by another run while we waited
-		return KubeBinaries{Dir: dir}, nil
+		return Binaries{Dir: dir}, nil
 	}
 	tmp, err := os.MkdirTemp(cacheRoot, ".build-")
 	if err != nil {
-		return KubeBinaries{}, err
+		return Binaries{}, err
 	}
 	defer os.RemoveAll(tmp)
 
-	logf("building Kubernetes %s (%s) into %s; a cold build takes 5-12 minutes on 2 cores", KubeVersion, strings.Join(kubeCommands, ", "), dir)
+	logf("building %s (%s) into %s; a cold build takes %s on 2 cores", b.name, strings.Join(b.commands, ", "), dir, b.took)
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-trimpath", "-ldflags", kubeLDFlags(), "-o", tmp+"/", "tool")
-	cmd.Dir = kubeModule
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-trimpath", "-ldflags", b.ldflags, "-o", tmp+"/", "tool")
+	cmd.Dir = b.module
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local", "GOFLAGS=-mod=readonly")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return KubeBinaries{}, fmt.Errorf("go build in %s: %v\n%s", kubeModule, err, out)
+		return Binaries{}, fmt.Errorf("go build in %s: %v\n%s", b.module, err, out)
 	}
-	for _, name := range kubeCommands {
+	for _, name := range b.commands {
 		if _, err := os.Stat(filepath.Join(tmp, name)); err != nil {
-			return KubeBinaries{}, fmt.Errorf("the build did not produce %s: %w", name, err)
+			return Binaries{}, fmt.Errorf("the build did not produce %s: %w", name, err)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "COMPLETE"), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		return KubeBinaries{}, err
+		return Binaries{}, err
 	}
 	_ = os.RemoveAll(dir)
 	if err := os.Rename(tmp, dir); err != nil {
-		return KubeBinaries{}, err
+		return Binaries{}, err
 	}
-	logf("built Kubernetes %s in %s", KubeVersion, time.Since(start).Round(time.Second))
-	return KubeBinaries{Dir: dir}, nil
+	logf("built %s in %s", b.name, time.Since(start).Round(time.Second))
+	return Binaries{Dir: dir}, nil
 }
 
 func complete(dir string) bool {
@@ -111,21 +140,21 @@ func complete(dir string) bool {
 	return err == nil
 }
 
-func kubeCacheKey(kubeModule string) (string, error) {
+func toolCacheKey(b toolBuild) (string, error) {
 	h := sha256.New()
 	for _, f := range []string{"go.mod", "go.sum"} {
-		b, err := os.ReadFile(filepath.Join(kubeModule, f))
+		data, err := os.ReadFile(filepath.Join(b.module, f))
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "%s %d\n", f, len(b))
-		h.Write(b)
+		fmt.Fprintf(h, "%s %d\n", f, len(data))
+		h.Write(data)
 	}
 	goVersion, err := exec.Command(goTool(), "env", "GOVERSION").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOVERSION: %w", err)
 	}
-	fmt.Fprintf(h, "go %s\n%s/%s\n%s\n", strings.TrimSpace(string(goVersion)), runtime.GOOS, runtime.GOARCH, kubeLDFlags())
+	fmt.Fprintf(h, "go %s\n%s/%s\n%s\n", strings.TrimSpace(string(goVersion)), runtime.GOOS, runtime.GOARCH, b.ldflags)
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 

@@ -12,7 +12,6 @@
 package localcluster
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,7 +19,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,22 +30,25 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ontap-csi/ontap-csi/test/cluster/internal/loopdev"
 )
 
-// The cluster's fixed addresses, all inside the node's network namespace.
+// The cluster's fixed addresses, all inside the nodes' network namespaces.
+// Node i has the address 10.250.0.(10+i) and the pod subnet 10.252.i.0/24
+// (nodeAddress, nodePodCIDR); the first node also runs the API server.
 const (
-	NodeName    = "e2e-node"
-	NodeIP      = "10.250.0.10"
-	nodeCIDR    = NodeIP + "/24"
 	ServiceCIDR = "10.251.0.0/24"
 	// serviceIP is the "kubernetes" Service's ClusterIP; nodens forwards it
 	// to the API server in place of kube-proxy.
 	serviceIP     = "10.251.0.1"
 	clusterDNSIP  = "10.251.0.10"
-	PodCIDR       = "10.252.0.0/24"
 	apiServerPort = 6443
 	PauseImage    = "localhost/pause:e2e"
 )
+
+// APIServerIP is where the API server listens: the first node's address.
+var APIServerIP = nodeAddress(0)
 
 // kubeletSysctls are the global sysctls the kubelet sets at start
 // (docs/design/local-cluster.md §6: overcommit, panic, panic_on_oops; the rest of its
@@ -70,16 +71,24 @@ var hostWitnesses = []string{
 
 // Config says what to run.
 type Config struct {
-	Kube KubeBinaries
+	// Nodes is the number of nodes (default 1), each with its own kubelet
+	// and containerd; the first also runs the control plane.
+	Nodes int
+	Kube  KubeBinaries
 	// NodeNS is the built cmd/nodens.
 	NodeNS string
-	// Archives are docker-archive images to import; one must be PauseImage.
+	// Archives are docker-archive images to import on every node; one must
+	// be PauseImage.
 	Archives []string
-	// NodeFiles maps a path on the node to a file here. The path must lie in
+	// NodeFiles maps a path on each node to a file here. The path must lie in
 	// one of the overlaid directories (/var/lib, /var/log, /opt,
 	// /usr/libexec, /usr/sbin, /etc); the host never sees it.
 	NodeFiles map[string]string
-	// Forwards maps a socket name to a TCP address inside the node's
+	// NodeDirs are directories each node has of its own, bind-mounted from
+	// the node's root (Node.DirSource), not overlays: tools that watch
+	// them with inotify see every change.
+	NodeDirs []string
+	// Forwards maps a socket name to a TCP address inside the first node's
 	// network namespace: the test dials the unix socket ForwardSocket(name)
 	// to reach a server there (the API server has one already).
 	Forwards map[string]string
@@ -88,34 +97,33 @@ type Config struct {
 	Logf             func(format string, args ...any)
 }
 
-// Cluster is a running single-node cluster.
+// Cluster is a running cluster.
 type Cluster struct {
-	Root             string
-	LogDir           string
-	ContainerdSocket string
-	AdminKubeconfig  string
-	RESTConfig       *rest.Config
-	Client           kubernetes.Interface
-	// Kubelet is the kubelet daemon; its log is the record of kubelet's
-	// volume operations.
-	Kubelet *Process
+	Root            string
+	LogDir          string
+	AdminKubeconfig string
+	RESTConfig      *rest.Config
+	Client          kubernetes.Interface
+	Nodes           []*Node
 
-	cfg         Config
-	cgroupName  string
-	pki         *pki
-	nodeNS      *nodeNS
-	procs       []*Process // start order; stopped in reverse
-	apiSock     string
-	witnessedAt map[string]bool
-	logf        func(string, ...any)
+	cfg          Config
+	cgroupName   string
+	pki          *pki
+	controlPlane []*Process // start order; stopped in reverse
+	apiSock      string
+	witnessedAt  map[string]bool
+	logf         func(string, ...any)
 }
 
-// Start brings the cluster up to a Ready node with a default ServiceAccount.
+// Start brings the cluster up to Ready nodes with a default ServiceAccount.
 // On error everything started so far is torn down again.
 func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	logf := cfg.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
+	}
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 1
 	}
 	// Short: unix socket paths under it must stay below 108 bytes.
 	root, err := os.MkdirTemp("", "occ-")
@@ -125,14 +133,13 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	c = &Cluster{
-		Root:             root,
-		LogDir:           filepath.Join(root, "logs"),
-		ContainerdSocket: filepath.Join(root, "containerd", "containerd.sock"),
-		apiSock:          filepath.Join(root, "apiserver.sock"),
-		cfg:              cfg,
-		cgroupName:       "ontap-csi-e2e-" + hex.EncodeToString(suffix),
-		witnessedAt:      map[string]bool{},
-		logf:             logf,
+		Root:        root,
+		LogDir:      filepath.Join(root, "logs"),
+		apiSock:     filepath.Join(root, "apiserver.sock"),
+		cfg:         cfg,
+		cgroupName:  "ontap-csi-e2e-" + hex.EncodeToString(suffix),
+		witnessedAt: map[string]bool{},
+		logf:        logf,
 	}
 	for _, p := range hostWitnesses {
 		c.witnessedAt[p] = fileExists(p)
@@ -147,41 +154,25 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	}()
 	start := time.Now()
 	step := func(what string) { logf("cluster: %s (%.1fs)", what, time.Since(start).Seconds()) }
-
-	if err := os.MkdirAll(c.LogDir, 0o755); err != nil {
+	if err := c.startNodes(ctx); err != nil {
 		return c, err
 	}
-	if err := c.startNode(); err != nil {
-		return c, err
-	}
-	step("node namespaces ready")
-	if err := c.writePKI(); err != nil {
-		return c, err
-	}
-	if err := c.writeCNIConfig(); err != nil {
-		return c, err
-	}
-	step("PKI written")
-	if err := c.startContainerd(ctx); err != nil {
-		return c, err
-	}
-	for _, a := range cfg.Archives {
-		if err := c.ImportImage(ctx, a); err != nil {
-			return c, err
-		}
-	}
-	step("containerd up, images imported")
+	step(fmt.Sprintf("%d nodes: namespaces, network, PKI, containerd, images", len(c.Nodes)))
 	if err := c.startControlPlane(ctx); err != nil {
 		return c, err
 	}
 	step("API server ready")
-	if err := c.startKubelet(); err != nil {
-		return c, err
+	for _, n := range c.Nodes {
+		if err := n.startKubelet(); err != nil {
+			return c, err
+		}
 	}
-	if err := c.waitNodeReady(ctx, 2*time.Minute); err != nil {
-		return c, err
+	for _, n := range c.Nodes {
+		if err := c.waitNodeReady(ctx, n, 2*time.Minute); err != nil {
+			return c, err
+		}
 	}
-	step("node Ready")
+	step("nodes Ready")
 	if err := poll(ctx, 2*time.Minute, func() (bool, error) {
 		_, err := c.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
@@ -192,45 +183,57 @@ func Start(ctx context.Context, cfg Config) (c *Cluster, err error) {
 	return c, nil
 }
 
-func (c *Cluster) startNode() error {
-	// Files the node must have (the NFS shim as mount.nfs) go into the
-	// upper layer of their overlay before it is mounted.
-	for dst, src := range c.cfg.NodeFiles {
-		upper, rel, ok := overlayUpper(c.Root, dst)
-		if !ok {
-			return fmt.Errorf("node file %s is not under an overlaid directory %v", dst, nodeOverlays)
-		}
-		if err := CopyFile(src, filepath.Join(upper, rel)); err != nil {
+// startNodes creates every node's namespaces, joins their networks, writes
+// the PKI and starts containerd on each with the images imported.
+func (c *Cluster) startNodes(ctx context.Context) error {
+	if err := os.MkdirAll(c.LogDir, 0o755); err != nil {
+		return err
+	}
+	for i := 0; i < c.cfg.Nodes; i++ {
+		n := c.newNode(i)
+		c.Nodes = append(c.Nodes, n)
+		if err := n.start(); err != nil {
 			return err
 		}
 	}
-	kubeletDir := filepath.Join(c.Root, "kubelet")
-	if err := os.MkdirAll(kubeletDir, 0o755); err != nil {
+	if len(c.Nodes) > 1 {
+		if err := c.connect(); err != nil {
+			return err
+		}
+	}
+	if err := c.writePKI(); err != nil {
 		return err
 	}
-	args := []string{
-		"-root", c.Root, "-tmpfs", "/run",
-		"-bind", kubeletDir + ":/var/lib/kubelet",
-		"-node-cidr", nodeCIDR,
-		"-service-ip", serviceIP, "-apiserver", net.JoinHostPort(NodeIP, strconv.Itoa(apiServerPort)),
-		"-cgroup", c.cgroupName,
-		"-forward", c.apiSock + ":" + net.JoinHostPort(NodeIP, strconv.Itoa(apiServerPort)),
+	for _, n := range c.Nodes {
+		if err := n.writeCNIConfig(); err != nil {
+			return err
+		}
+		if err := n.startContainerd(ctx); err != nil {
+			return err
+		}
+		for _, a := range c.cfg.Archives {
+			if err := n.ImportImage(ctx, a); err != nil {
+				return err
+			}
+		}
 	}
-	for name, addr := range c.cfg.Forwards {
-		args = append(args, "-forward", c.ForwardSocket(name)+":"+addr)
-	}
-	for _, o := range nodeOverlays {
-		args = append(args, "-overlay", o)
-	}
-	for _, s := range kubeletSysctls {
-		args = append(args, "-sysctl", s)
-	}
-	ns, err := startNodeNS(c.cfg.NodeNS, filepath.Join(c.LogDir, "nodens.log"), args)
-	if err != nil {
-		return err
-	}
-	c.nodeNS = ns
 	return nil
+}
+
+// Node returns the node with that name.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// StartProcess runs a daemon in the first node's namespaces (the ONTAP
+// simulator); it is stopped at teardown.
+func (c *Cluster) StartProcess(name string, argv, env []string) (*Process, error) {
+	return c.Nodes[0].StartProcess(name, argv, env)
 }
 
 // ForwardSocket is the unix socket that reaches Config.Forwards[name].
@@ -255,17 +258,24 @@ func (c *Cluster) writePKI() error {
 		return err
 	}
 	c.pki = p
-	node := net.ParseIP(NodeIP)
+	apiIPs := []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)}
+	for _, n := range c.Nodes {
+		apiIPs = append(apiIPs, net.ParseIP(n.IP))
+	}
 	specs := []certSpec{
-		{name: "apiserver", cn: "kube-apiserver", server: true,
-			ips: []net.IP{net.ParseIP("127.0.0.1"), node, net.ParseIP(serviceIP)},
+		{name: "apiserver", cn: "kube-apiserver", server: true, ips: apiIPs,
 			dns: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}},
 		{name: "admin", cn: "e2e-admin", orgs: []string{"system:masters"}, client: true},
 		{name: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, client: true},
 		{name: "controller-manager", cn: "system:kube-controller-manager", client: true},
 		{name: "scheduler", cn: "system:kube-scheduler", client: true},
-		{name: "kubelet", cn: "system:node:" + NodeName, orgs: []string{"system:nodes"}, client: true},
-		{name: "kubelet-serving", cn: NodeName, server: true, ips: []net.IP{node}, dns: []string{NodeName}},
+	}
+	users := []string{"admin", "controller-manager", "scheduler"}
+	for _, n := range c.Nodes {
+		specs = append(specs,
+			certSpec{name: n.Name + "-kubelet", cn: "system:node:" + n.Name, orgs: []string{"system:nodes"}, client: true},
+			certSpec{name: n.Name + "-kubelet-serving", cn: n.Name, server: true, ips: []net.IP{net.ParseIP(n.IP)}, dns: []string{n.Name}})
+		users = append(users, n.Name+"-kubelet")
 	}
 	for _, s := range specs {
 		if err := p.issue(s); err != nil {
@@ -275,8 +285,8 @@ func (c *Cluster) writePKI() error {
 	if err := p.serviceAccountKeys(); err != nil {
 		return err
 	}
-	server := "https://" + net.JoinHostPort(NodeIP, strconv.Itoa(apiServerPort))
-	for _, user := range []string{"admin", "controller-manager", "scheduler", "kubelet"} {
+	server := "https://" + net.JoinHostPort(APIServerIP, strconv.Itoa(apiServerPort))
+	for _, user := range users {
 		path, err := p.kubeconfig(user, server)
 		if err != nil {
 			return err
@@ -289,8 +299,8 @@ func (c *Cluster) writePKI() error {
 	if err != nil {
 		return err
 	}
-	// The test runs outside the node's network namespace; nodens forwards
-	// this unix socket to the API server inside it.
+	// The test runs outside the nodes' network namespaces; nodens forwards
+	// this unix socket to the API server inside the first.
 	rc.Dial = func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", c.apiSock)
@@ -299,67 +309,6 @@ func (c *Cluster) writePKI() error {
 	c.RESTConfig = rc
 	c.Client, err = kubernetes.NewForConfig(rc)
 	return err
-}
-
-func (c *Cluster) startContainerd(ctx context.Context) error {
-	conf, err := c.writeContainerdConfig()
-	if err != nil {
-		return err
-	}
-	p, err := c.startProcess("containerd", []string{"containerd", "--config", conf}, nil)
-	if err != nil {
-		return err
-	}
-	c.procs = append(c.procs, p)
-	return poll(ctx, time.Minute, func() (bool, error) {
-		if exited, err := p.Exited(); exited {
-			return false, fmt.Errorf("containerd exited: %v (see %s)", err, p.Log)
-		}
-		_, err := c.Ctr(ctx, "version")
-		return err == nil, nil
-	})
-}
-
-// Ctr runs ctr against the cluster's containerd, in the k8s.io namespace
-// (the one CRI uses), inside the node's namespaces.
-func (c *Cluster) Ctr(ctx context.Context, args ...string) ([]byte, error) {
-	return c.Exec(ctx, append([]string{"ctr", "--address", c.ContainerdSocket, "--namespace", "k8s.io"}, args...)...)
-}
-
-// Exec runs a command inside the node's mount and network namespaces.
-func (c *Cluster) Exec(ctx context.Context, argv ...string) ([]byte, error) {
-	args := append([]string{"--target", strconv.Itoa(c.nodeNS.pid), "--mount", "--net", "--"}, argv...)
-	cmd := exec.CommandContext(ctx, "nsenter", args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return out, nil
-}
-
-// ImportImage imports a docker-archive tarball for the kubelet to use.
-func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
-	_, err := c.Ctr(ctx, "images", "import", archive)
-	return err
-}
-
-// NodePath is where the test reads a path as the node sees it (through
-// nodens' root, in the node's mount namespace).
-func (c *Cluster) NodePath(p string) string {
-	return filepath.Join(fmt.Sprintf("/proc/%d/root", c.nodeNS.pid), p)
-}
-
-// StartProcess runs a daemon inside the node's namespaces (the ONTAP
-// simulator, the controller); it is stopped at teardown.
-func (c *Cluster) StartProcess(name string, argv, env []string) (*Process, error) {
-	p, err := c.startProcess(name, argv, env)
-	if err != nil {
-		return nil, err
-	}
-	c.procs = append(c.procs, p)
-	return p, nil
 }
 
 func (c *Cluster) startControlPlane(ctx context.Context) error {
@@ -375,7 +324,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 			"--initial-cluster", "e2e=http://127.0.0.1:2380"}},
 		{"kube-apiserver", []string{k.Path("kube-apiserver"),
 			"--etcd-servers=http://127.0.0.1:2379",
-			"--bind-address=0.0.0.0", "--secure-port=" + strconv.Itoa(apiServerPort), "--advertise-address=" + NodeIP,
+			"--bind-address=0.0.0.0", "--secure-port=" + strconv.Itoa(apiServerPort), "--advertise-address=" + APIServerIP,
 			"--service-cluster-ip-range=" + ServiceCIDR,
 			// A CSI node plugin is privileged.
 			"--allow-privileged=true",
@@ -393,14 +342,12 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 			"--profiling=false"}},
 	}
 	for _, d := range daemons {
-		proc, err := c.startProcess(d.name, d.argv, nil)
-		if err != nil {
+		if err := c.startControlProcess(d.name, d.argv); err != nil {
 			return err
 		}
-		c.procs = append(c.procs, proc)
 	}
 	if err := poll(ctx, 3*time.Minute, func() (bool, error) {
-		for _, proc := range c.procs {
+		for _, proc := range c.controlPlane {
 			if exited, err := proc.Exited(); exited {
 				return false, fmt.Errorf("%s exited: %v (see %s)", proc.Name, err, proc.Log)
 			}
@@ -429,66 +376,36 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 			"--leader-elect=false", "--bind-address=127.0.0.1", "--profiling=false"}},
 	}
 	for _, d := range rest {
-		proc, err := c.startProcess(d.name, d.argv, nil)
-		if err != nil {
+		if err := c.startControlProcess(d.name, d.argv); err != nil {
 			return err
 		}
-		c.procs = append(c.procs, proc)
 	}
 	return nil
 }
 
-func (c *Cluster) kubeletArgv() ([]string, error) {
-	conf, err := c.writeKubeletConfig()
-	if err != nil {
-		return nil, err
-	}
-	v := c.cfg.KubeletVerbosity
-	if v == 0 {
-		v = 2
-	}
-	return []string{c.cfg.Kube.Path("kubelet"),
-		"--config=" + conf,
-		"--kubeconfig=" + c.pki.path("kubelet.kubeconfig"),
-		"--hostname-override=" + NodeName,
-		"--node-ip=" + NodeIP,
-		"--v=" + strconv.Itoa(v),
-	}, nil
-}
-
-func (c *Cluster) startKubelet() error {
-	argv, err := c.kubeletArgv()
-	if err != nil {
+// startControlProcess runs a control-plane daemon in the first node's
+// namespaces.
+func (c *Cluster) startControlProcess(name string, argv []string) error {
+	p := &Process{Name: name, Log: filepath.Join(c.LogDir, name+".log"), argv: argv}
+	if err := p.start(c.Nodes[0].nodeNS.pid); err != nil {
 		return err
 	}
-	p, err := c.startProcess("kubelet", argv, nil)
-	if err != nil {
-		return err
-	}
-	c.Kubelet = p
-	c.procs = append(c.procs, p)
+	c.controlPlane = append(c.controlPlane, p)
 	return nil
 }
 
-// RestartKubelet stops the kubelet (SIGTERM, as a service manager would)
-// and starts it again with the same configuration.
-func (c *Cluster) RestartKubelet() error {
-	c.Kubelet.Stop(syscall.SIGTERM, 30*time.Second)
-	return c.Kubelet.start(c.nodeNS.pid)
-}
-
-func (c *Cluster) waitNodeReady(ctx context.Context, timeout time.Duration) error {
+func (c *Cluster) waitNodeReady(ctx context.Context, n *Node, timeout time.Duration) error {
 	var last string
 	err := poll(ctx, timeout, func() (bool, error) {
-		if exited, err := c.Kubelet.Exited(); exited {
-			return false, fmt.Errorf("kubelet exited: %v (see %s)", err, c.Kubelet.Log)
+		if exited, err := n.Kubelet.Exited(); exited {
+			return false, fmt.Errorf("kubelet of %s exited: %v (see %s)", n.Name, err, n.Kubelet.Log)
 		}
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		obj, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		for _, cond := range n.Status.Conditions {
+		for _, cond := range obj.Status.Conditions {
 			if cond.Type == corev1.NodeReady {
 				last = fmt.Sprintf("%s: %s", cond.Reason, cond.Message)
 				return cond.Status == corev1.ConditionTrue, nil
@@ -497,7 +414,7 @@ func (c *Cluster) waitNodeReady(ctx context.Context, timeout time.Duration) erro
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("node %s not Ready (%s): %w", NodeName, last, err)
+		return fmt.Errorf("node %s not Ready (%s): %w", n.Name, last, err)
 	}
 	return nil
 }
@@ -526,15 +443,15 @@ func poll(ctx context.Context, timeout time.Duration, f func() (bool, error)) er
 
 // TeardownReport says what Teardown found and undid.
 type TeardownReport struct {
-	NodeNS   NodeNSReport
+	NodeNS   []NodeNSReport // one per node, the last node's first
 	Duration time.Duration
 }
 
 // Teardown stops everything, in order, and then checks that the host is as
-// it was: no process left in the node's namespaces, no cgroup directory,
-// no mount under the root, the kubelet's sysctls restored, none of the
-// host paths a cluster writes created. Any difference is an error. The
-// root directory is removed last.
+// it was: no process left in the nodes' namespaces, no cgroup directory,
+// no mount under the root, no loop device on a file under it, the kubelet's
+// sysctls restored, none of the host paths a cluster writes created. Any
+// difference is an error. The root directory is removed last.
 func (c *Cluster) Teardown() (TeardownReport, error) {
 	start := time.Now()
 	var rep TeardownReport
@@ -542,55 +459,49 @@ func (c *Cluster) Teardown() (TeardownReport, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	byName := map[string]*Process{}
-	for _, p := range c.procs {
-		byName[p.Name] = p
+	for _, n := range c.Nodes {
+		n.stopWorkloads(ctx)
 	}
-	stop := func(name string, sig syscall.Signal, grace time.Duration) {
-		if p := byName[name]; p != nil {
-			p.Stop(sig, grace)
+	grace := map[string]time.Duration{
+		// A SIGTERM'd API server drains for over a minute (docs/design/local-cluster.md §3.5).
+		"kube-apiserver": 3 * time.Second, "etcd": 10 * time.Second,
+	}
+	for i := len(c.controlPlane) - 1; i >= 0; i-- {
+		p := c.controlPlane[i]
+		g, ok := grace[p.Name]
+		if !ok {
+			g = 5 * time.Second
+		}
+		p.Stop(syscall.SIGTERM, g)
+	}
+	for _, n := range c.Nodes {
+		if n.containerd != nil {
+			n.containerd.Stop(syscall.SIGTERM, 10*time.Second)
 		}
 	}
-	// The kubelet first, so it does not restart what is stopped next.
-	stop("kubelet", syscall.SIGTERM, 10*time.Second)
-	if c.nodeNS != nil && byName["containerd"] != nil {
-		if out, err := c.Ctr(ctx, "tasks", "ls", "-q"); err == nil {
-			for _, id := range strings.Fields(string(out)) {
-				_, _ = c.Ctr(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
-			}
-		}
-	}
-	// Whatever else the test started (simulator, controller), newest first.
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		switch p := c.procs[i]; p.Name {
-		case "kubelet", "containerd", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler":
-		default:
-			p.Stop(syscall.SIGTERM, 10*time.Second)
-		}
-	}
-	stop("kube-scheduler", syscall.SIGTERM, 5*time.Second)
-	stop("kube-controller-manager", syscall.SIGTERM, 5*time.Second)
-	// A SIGTERM'd API server drains for over a minute (docs/design/local-cluster.md §3.5).
-	stop("kube-apiserver", syscall.SIGTERM, 3*time.Second)
-	stop("etcd", syscall.SIGTERM, 10*time.Second)
-	stop("containerd", syscall.SIGTERM, 10*time.Second)
-
 	var saved map[string]string
 	var nsInodes []string
-	if c.nodeNS != nil {
-		saved = c.nodeNS.sysctls
+	// The first node last: its network namespace holds the others' bridge.
+	for i := len(c.Nodes) - 1; i >= 0; i-- {
+		n := c.Nodes[i]
+		if n.nodeNS == nil {
+			continue
+		}
+		if saved == nil {
+			saved = n.nodeNS.sysctls
+		}
 		for _, ns := range []string{"mnt", "net"} {
-			if id, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", c.nodeNS.pid, ns)); err == nil {
+			if id, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", n.nodeNS.pid, ns)); err == nil {
 				nsInodes = append(nsInodes, id)
 			}
 		}
-		nr, err := c.nodeNS.teardown(90 * time.Second)
-		rep.NodeNS = nr
+		nr, err := n.nodeNS.teardown(90 * time.Second)
+		rep.NodeNS = append(rep.NodeNS, nr)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
 		}
 		for _, e := range nr.Errors {
-			errs = append(errs, errors.New("nodens: "+e))
+			errs = append(errs, fmt.Errorf("%s: nodens: %s", n.Name, e))
 		}
 	}
 	errs = append(errs, c.verifyHostClean(nsInodes, saved)...)
@@ -637,11 +548,17 @@ func (c *Cluster) verifyHostClean(nsInodes []string, saved map[string]string) []
 	// Cgroup directories.
 	if entries, err := os.ReadDir("/sys/fs/cgroup"); err == nil {
 		for _, e := range entries {
-			p := filepath.Join("/sys/fs/cgroup", e.Name(), c.cgroupName)
-			if fileExists(p) {
-				errs = append(errs, fmt.Errorf("cgroup left: %s", p))
+			for _, n := range c.Nodes {
+				p := filepath.Join("/sys/fs/cgroup", e.Name(), n.cgroupName)
+				if fileExists(p) {
+					errs = append(errs, fmt.Errorf("cgroup left: %s", p))
+				}
 			}
 		}
+	}
+	// Loop devices on files under the root (the iSCSI shim's LUNs).
+	for _, l := range loopdev.Under(c.Root) {
+		errs = append(errs, fmt.Errorf("loop device left: %s", l))
 	}
 	// The kubelet's global sysctls.
 	for name, want := range saved {

@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 )
 
-// containerdConfig is Debian's containerd 1.6 with everything under the test
-// root (docs/design/local-cluster.md §3.3). /run and /opt are private to the node's
-// mount namespace, so the shim sockets in /run/containerd/s and the "opt"
-// plugin's directory never reach the host either.
-func (c *Cluster) writeContainerdConfig() (string, error) {
-	dir := filepath.Join(c.Root, "containerd")
+// containerdConfig is Debian's containerd 1.6 with everything under the
+// node's root (docs/design/local-cluster.md §3.3). /run and /opt are private to the
+// node's mount namespace, so the shim sockets in /run/containerd/s and the
+// "opt" plugin's directory never reach the host either.
+func (n *Node) writeContainerdConfig() (string, error) {
+	dir := filepath.Join(n.Root, "containerd")
 	content := fmt.Sprintf(`version = 2
 root = %[1]q
 state = %[2]q
@@ -42,8 +42,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %[6]q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.ContainerdSocket,
-		filepath.Join(dir, "opt"), PauseImage, filepath.Join(c.Root, "cni", "net.d"))
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), n.ContainerdSocket,
+		filepath.Join(dir, "opt"), PauseImage, filepath.Join(n.Root, "cni", "net.d"))
 	path := filepath.Join(dir, "config.toml")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -53,9 +53,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 // writeCNIConfig writes the bridge network. The node stays NotReady without
 // any CNI configuration, even with only hostNetwork pods (docs/design/local-cluster.md
-// §3.7); the bridge lives in the node's network namespace.
-func (c *Cluster) writeCNIConfig() error {
-	dir := filepath.Join(c.Root, "cni", "net.d")
+// §3.7); the bridge lives in the node's network namespace, with the node's
+// own pod subnet (the other nodes route theirs to them: Cluster.connect).
+func (n *Node) writeCNIConfig() error {
+	dir := filepath.Join(n.Root, "cni", "net.d")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -67,9 +68,9 @@ func (c *Cluster) writeCNIConfig() error {
 				"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
 				"ipam": map[string]any{
 					"type":    "host-local",
-					"ranges":  [][]map[string]string{{{"subnet": PodCIDR}}},
+					"ranges":  [][]map[string]string{{{"subnet": n.PodCIDR}}},
 					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
-					"dataDir": filepath.Join(c.Root, "cni", "ipam"),
+					"dataDir": filepath.Join(n.Root, "cni", "ipam"),
 				},
 			},
 			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
@@ -84,10 +85,11 @@ func (c *Cluster) writeCNIConfig() error {
 
 // writeKubeletConfig follows docs/design/local-cluster.md §3.6. The kubelet's root
 // directory is the default /var/lib/kubelet, which in the node's mount
-// namespace is the test root's kubelet/: the CSI manifests and the
+// namespace is the node root's kubelet/: the CSI manifests and the
 // registration protocol use that path as on any node.
-func (c *Cluster) writeKubeletConfig() (string, error) {
-	dir := filepath.Join(c.Root, "kubelet-config")
+func (n *Node) writeKubeletConfig() (string, error) {
+	dir := filepath.Join(n.Root, "kubelet-config")
+	c := n.c
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -121,8 +123,8 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 serializeImagePulls: false
 maxPods: 50
-`, c.pki.CAFile(), c.pki.path("kubelet-serving.crt"), c.pki.path("kubelet-serving.key"), c.cgroupName,
-		c.ContainerdSocket, filepath.Join(c.Root, "volume-plugins"), clusterDNSIP)
+`, c.pki.CAFile(), c.pki.path(n.Name+"-kubelet-serving.crt"), c.pki.path(n.Name+"-kubelet-serving.key"), n.cgroupName,
+		n.ContainerdSocket, filepath.Join(n.Root, "volume-plugins"), clusterDNSIP)
 	path := filepath.Join(dir, "config.yaml")
 	return path, os.WriteFile(path, []byte(content), 0o644)
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,15 +29,10 @@ type Process struct {
 	err  error
 }
 
-// startProcess runs argv inside the node's mount and network namespaces.
+// start runs argv inside the mount and network namespaces of nsPID.
 // nsenter execs argv in place, so the PID is the daemon's. Each daemon gets
 // a process group of its own: a Ctrl-C meant for `go test` must not reach
 // the cluster, whose teardown stops it in order.
-func (c *Cluster) startProcess(name string, argv, env []string) (*Process, error) {
-	p := &Process{Name: name, Log: filepath.Join(c.LogDir, name+".log"), argv: argv, env: env}
-	return p, p.start(c.nodeNS.pid)
-}
-
 func (p *Process) start(nsPID int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -24,11 +24,15 @@
 //   - a cgroup root (one directory per hierarchy) for the kubelet's
 //     cgroupRoot, so every container lands below it.
 //
+// Several nodes each have a nodens; the test joins their NICs on a bridge
+// in the first one's network namespace (localcluster.Cluster.connect).
+//
 // It then prints one JSON line on stdout and waits. A "teardown" line on
 // stdin, or stdin closing (the test died, even by SIGKILL or a test
 // timeout), makes it sweep: SIGKILL every process in its namespaces and
 // cgroups, unmount everything it and the cluster mounted (deepest first),
-// remove the cgroup directories (deepest first), restore the global sysctls
+// detach the loop devices on files under the test root, remove the cgroup
+// directories (deepest first), restore the global sysctls
 // the kubelet changes, print a JSON report and exit. With the last process
 // gone, the kernel frees both namespaces and the veth pair.
 package main
@@ -53,6 +57,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ontap-csi/ontap-csi/test/cluster/internal/loopdev"
 )
 
 // listFlag collects a repeated flag.
@@ -72,6 +78,7 @@ type config struct {
 	cgroupName string   // cgroup root created in every hierarchy
 	sysctls    listFlag // global sysctls to restore at teardown
 	forwards   listFlag // unix-socket:tcp-address
+	loopRoot   string   // loop devices on files under it are detached at teardown
 }
 
 // Ready is the line printed once the namespace is set up.
@@ -103,6 +110,7 @@ func main() {
 	flag.StringVar(&c.cgroupName, "cgroup", "", "cgroup root to create in every hierarchy")
 	flag.Var(&c.sysctls, "sysctl", "global sysctl (dotted name) to restore at teardown (repeatable)")
 	flag.Var(&c.forwards, "forward", "unix-socket-path:tcp-address to forward into the namespace (repeatable)")
+	flag.StringVar(&c.loopRoot, "loop-root", "", "detach loop devices on files under this directory at teardown (default -root)")
 	flag.Parse()
 	if c.root == "" || c.cgroupName == "" || strings.Contains(c.cgroupName, "/") {
 		fmt.Fprintln(os.Stderr, "nodens: -root and a plain -cgroup name are required")
@@ -391,6 +399,16 @@ func sweep(c *config, baseline map[int]bool, saved map[string]string) Report {
 				rep.MountsLeft = append(rep.MountsLeft, m.point)
 			}
 		}
+	}
+
+	// Loop devices are global: the iSCSI shim's, on the simulator's LUN
+	// files, would outlive the namespaces. Unmounted above, so free now.
+	loopRoot := c.loopRoot
+	if loopRoot == "" {
+		loopRoot = c.root
+	}
+	for _, err := range loopdev.DetachUnder(loopRoot) {
+		errorf("%v", err)
 	}
 
 	rep.CgroupsRemoved, rep.CgroupsLeft = removeCgroups(c.cgroupName, errorf)

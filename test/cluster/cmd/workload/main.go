@@ -4,6 +4,14 @@
 //	                             busy and fails loudly the moment it breaks
 //	workload churn --dir /data   the short-lived pod the test creates and
 //	                             deletes in a loop: proves each new mount works
+//	workload put   --dir /data --file F --content C
+//	                             writes C to F (fsynced)
+//	workload get   --dir /data --file F --content C
+//	                             reads F and exits 1 unless it holds C
+//	workload statfs --dir /data  prints the file system's size whenever it
+//	                             changes ("size N")
+//	workload ok                  exits 0 once the mode above succeeded: the
+//	                             readiness probe of the put, get and statfs pods
 //
 // keep writes a seed file once (with its SHA-256 beside it) and then
 // appends a numbered line to "journal" every --interval, fsyncing each one,
@@ -43,6 +51,8 @@ func main() {
 	fl := flag.NewFlagSet(mode, flag.ExitOnError)
 	dir := fl.String("dir", "/data", "volume mount point")
 	interval := fl.Duration("interval", 200*time.Millisecond, "keep: time between journal lines")
+	file := fl.String("file", "data", "put, get: the file")
+	content := fl.String("content", "", "put, get: what the file holds")
 	_ = fl.Parse(os.Args[2:])
 	pod := os.Getenv("POD_NAME")
 
@@ -55,6 +65,14 @@ func main() {
 		err = keep(*dir, pod, *interval, stop)
 	case "churn":
 		err = churn(*dir, pod, stop)
+	case "put":
+		err = put(filepath.Join(*dir, *file), *content, stop)
+	case "get":
+		err = get(filepath.Join(*dir, *file), *content, stop)
+	case "statfs":
+		err = watchSize(*dir, stop)
+	case "ok":
+		_, err = os.Stat(okMarker)
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
@@ -202,4 +220,60 @@ func device(path string) (uint64, error) {
 		return 0, err
 	}
 	return st.Dev, nil
+}
+
+// okMarker is written once put, get or statfs has done its job; the pod's
+// readiness probe (workload ok) looks for it.
+const okMarker = "/tmp/ok"
+
+func done(stop <-chan os.Signal) error {
+	if err := os.WriteFile(okMarker, nil, 0o644); err != nil {
+		return err
+	}
+	<-stop
+	return nil
+}
+
+func put(path, content string, stop <-chan os.Signal) error {
+	if err := writeSynced(path, []byte(content)); err != nil {
+		return err
+	}
+	fmt.Printf("put %s (%d bytes)\n", path, len(content))
+	return done(stop)
+}
+
+func get(path, content string, stop <-chan os.Signal) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if string(b) != content {
+		return fmt.Errorf("%s holds %q, want %q", path, b, content)
+	}
+	fmt.Printf("got %s (%d bytes)\n", path, len(b))
+	return done(stop)
+}
+
+func watchSize(dir string, stop <-chan os.Signal) error {
+	if err := os.WriteFile(okMarker, nil, 0o644); err != nil {
+		return err
+	}
+	var last uint64
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err != nil {
+			return err
+		}
+		if size := st.Blocks * uint64(st.Bsize); size != last {
+			fmt.Printf("size %d\n", size)
+			last = size
+		}
+		select {
+		case <-stop:
+			return nil
+		case <-tick.C:
+		}
+	}
 }
