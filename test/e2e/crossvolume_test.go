@@ -298,10 +298,16 @@ func deviceNode(t *testing.T, dev uint64) string {
 	for _, e := range entries {
 		var st unix.Stat_t
 		p := filepath.Join("/dev", e.Name())
-		if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == dev && strings.HasPrefix(e.Name(), "loop") {
+		if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == dev && isDiskNode(e.Name()) {
 			return p
 		}
 	}
-	t.Fatalf("no /dev/loop node for device %d:%d", unix.Major(dev), unix.Minor(dev))
+	t.Fatalf("no /dev node for device %d:%d", unix.Major(dev), unix.Minor(dev))
 	return ""
+}
+
+// isDiskNode: a file system sits on a loop device through the shims, on a
+// multipath map (dm-N) on a real kernel.
+func isDiskNode(name string) bool {
+	return strings.HasPrefix(name, "loop") || strings.HasPrefix(name, "dm-")
 }
