@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/config"
 )
 
 // ControllerModifyVolume changes the mutable attributes of a volume
@@ -144,9 +145,9 @@ func setMutable(m *backends.Modify, k, v string) (known bool, err error) {
 	case "snapshotDir", "snapshotDirectory":
 		m.SnapshotDir, err = parseBoolPtr(v)
 	case "unixPermissions":
-		if v == "" {
-			err = errors.New("empty permissions")
-		}
+		// Checked here, as CreateVolume's parameter is, so that a bad
+		// value is refused before the volume is looked up.
+		_, err = config.ParseUnixPermissions(v)
 		m.UnixPermissions = &v
 	default:
 		return false, nil
