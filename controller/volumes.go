@@ -139,11 +139,9 @@ func (s *Service) earlierCreate(ctx context.Context, req *csi.CreateVolumeReques
 // earlier attempt's volume may sit on a backend the retry does not try
 // first. ok is false when the caller must look and create as usual: the
 // name is taken, or no pool fits (a volume made earlier is still returned
-// when the StorageClass no longer selects its pool).
+// when the StorageClass no longer selects its pool). The caller's volume
+// has no content source, from the request or the claim.
 func (s *Service) createFresh(ctx context.Context, req *csi.CreateVolumeRequest, use *volumeUse, params *parameters) (vol *backends.Volume, ok bool, err error) {
-	if req.GetVolumeContentSource() != nil {
-		return nil, false, nil
-	}
 	bs, incomplete := s.backendSet()
 	if len(bs) != 1 || incomplete != nil {
 		return nil, false, nil
