@@ -47,6 +47,7 @@ func TestModifyVolume(t *testing.T) {
 		{name: "policy name with a comma", id: "nas-vol", params: map[string]string{"snapshotPolicy": "a,b"}, want: codes.InvalidArgument},
 		{name: "fixed and adaptive QoS together", id: "nas-vol", params: map[string]string{"qosPolicy": "gold", "adaptiveQosPolicy": "extreme"}, want: codes.InvalidArgument},
 		{name: "empty permissions", id: "nas-vol", params: map[string]string{"unixPermissions": ""}, want: codes.InvalidArgument},
+		{name: "permissions neither octal nor symbolic", id: "nas-vol", params: map[string]string{"unixPermissions": "0 0"}, want: codes.InvalidArgument},
 		{name: "unknown volume", id: "nope", params: map[string]string{"qosPolicy": "gold"}, want: codes.NotFound, lookup: true},
 		{name: "export policy of an iSCSI volume", id: "san-vol", params: map[string]string{"exportPolicy": "p"}, want: codes.InvalidArgument, lookup: true},
 		{name: "nothing to change", id: "nas-vol", params: map[string]string{}, want: codes.OK, lookup: true},
