@@ -194,6 +194,7 @@ type pathDiscovery struct {
 // scanAndVerify scans the LUN on each session and waits for its verified
 // paths: all of them, or those that appeared within pathGrace of the first.
 func (c *Client) scanAndVerify(ctx context.Context, t Target, sessions []sessionDevs) ([]pathDev, error) {
+	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	discoveries := make([]*pathDiscovery, len(sessions))
@@ -227,7 +228,7 @@ func (c *Client) scanAndVerify(ctx context.Context, t Target, sessions []session
 						why = ": " + d.why
 					}
 				}
-				return nil, fmt.Errorf("LUN %d of %s did not appear within %s%s", t.LUN, t.IQN, c.timeout, why)
+				return nil, fmt.Errorf("LUN %d of %s did not appear within %s%s: %w", t.LUN, t.IQN, waited(start), why, waitEnded(ctx))
 			}
 			break
 		}
@@ -330,6 +331,7 @@ func (c *Client) removeStale(ctx context.Context, t Target, d *pathDiscovery, de
 // waitForMap waits for multipathd to build the LUN's map over its paths and
 // checks it.
 func (c *Client) waitForMap(ctx context.Context, t Target, paths []pathDev) (*Device, error) {
+	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var seen time.Time
@@ -359,7 +361,7 @@ func (c *Client) waitForMap(ctx context.Context, t Target, paths []pathDev) (*De
 			if !seen.IsZero() && ctx.Err() == nil {
 				return c.finishMap(ctx, t, last, paths)
 			}
-			return nil, fmt.Errorf("multipathd built no map for LUN %q within %s (it needs find_multipaths \"no\" or the WWID whitelisted): %w", t.Serial, c.timeout, waitEnded(ctx))
+			return nil, fmt.Errorf("multipathd built no map for LUN %q within %s (it needs find_multipaths \"no\" or the WWID whitelisted): %w", t.Serial, waited(start), waitEnded(ctx))
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -276,7 +277,8 @@ func TestAttachMultipathRequiredWithoutDaemon(t *testing.T) {
 // map (a real kernel whose multipath.conf ignores the LUN) fails the
 // attach after the device timeout with an error that is not the caller's
 // deadline, which the node would report as DeadlineExceeded; the caller's
-// own deadline still is one.
+// own deadline still is one. The error says how long the attach waited,
+// which is not the device timeout when the caller's deadline came first.
 func TestAttachWithoutMapIsNoDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -303,6 +305,17 @@ func TestAttachWithoutMapIsNoDeadline(t *testing.T) {
 			_, err = c.Attach(ctx, testTarget("10.0.0.1", "10.0.0.2"))
 			if !errors.Is(err, tc.want) || (tc.want == errWaitTimedOut && errors.Is(err, context.DeadlineExceeded)) {
 				t.Fatalf("Attach without a map: %v, want %v", err, tc.want)
+			}
+			m := regexp.MustCompile(`within (\S+) `).FindStringSubmatch(err.Error())
+			if m == nil {
+				t.Fatalf("the error does not say how long it waited: %v", err)
+			}
+			waited, perr := time.ParseDuration(m[1])
+			if perr != nil {
+				t.Fatalf("the error's wait %q: %v", m[1], perr)
+			}
+			if cut := tc.deadline > 0; cut != (waited < time.Second) {
+				t.Fatalf("the error says it waited %s (caller's deadline %s, device timeout 1s): %v", waited, tc.deadline, err)
 			}
 		})
 	}

@@ -287,6 +287,13 @@ func waitEnded(caller context.Context) error {
 	return errWaitTimedOut
 }
 
+// waited is how long a wait that began at start lasted, for its error: the
+// caller's deadline may end it well before the device timeout, and a
+// message naming the timeout would then send an operator the wrong way.
+func waited(start time.Time) time.Duration {
+	return time.Since(start).Round(time.Millisecond)
+}
+
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -149,6 +149,7 @@ func (c *Client) device(t Target, paths []pathDev) (*Device, error) {
 
 // waitGone waits until a sysfs entry disappears.
 func (c *Client) waitGone(ctx context.Context, path string) error {
+	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	for {
@@ -156,7 +157,7 @@ func (c *Client) waitGone(ctx context.Context, path string) error {
 			return nil
 		}
 		if sleep(wctx, pollInterval) != nil {
-			return fmt.Errorf("%s still present after %s: %w", path, c.timeout, waitEnded(ctx))
+			return fmt.Errorf("%s still present after %s: %w", path, waited(start), waitEnded(ctx))
 		}
 	}
 }
