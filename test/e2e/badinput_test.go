@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -253,9 +255,19 @@ func snapshot(t *testing.T, root string) []string {
 			return err
 		}
 		line := fmt.Sprintf("%s %v", rel, st.Mode())
-		if !st.IsDir() {
+		switch {
+		case st.IsDir():
 			// A directory's own mtime moves when a lock file comes and
 			// goes; its entries are listed anyway.
+		case st.Mode()&fs.ModeDevice != 0:
+			// A raw block target is a bind mount of the device node. Its
+			// identity is the device number; its mtime is udev's, which
+			// touches the node on every change event of the device (a
+			// multipath map reload, a path checker's verdict), whoever
+			// caused it.
+			rdev := st.Sys().(*syscall.Stat_t).Rdev
+			line += fmt.Sprintf(" device %d:%d", unix.Major(rdev), unix.Minor(rdev))
+		default:
 			line += fmt.Sprintf(" %d %d", st.Size(), st.ModTime().UnixNano())
 		}
 		if st.Mode()&fs.ModeSymlink != 0 {
