@@ -141,7 +141,9 @@ func grantsNFS(r rest.ExportRule) bool {
 	}) {
 		return false
 	}
-	never := func(v []string) bool { return len(v) > 0 && !slices.ContainsFunc(v, func(s string) bool { return s != "never" }) }
+	never := func(v []string) bool {
+		return len(v) > 0 && !slices.ContainsFunc(v, func(s string) bool { return s != "never" })
+	}
 	return !never(r.RORule) || !never(r.RWRule)
 }
 
