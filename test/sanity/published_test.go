@@ -206,3 +206,28 @@ func TestListVolumesRequestsDoNotGrow(t *testing.T) {
 		})
 	}
 }
+
+// publishedTo returns the nodes ListVolumes reports Trident's volume
+// published to, through a new controller.
+func (c *controllerCalls) publishedTo() []string {
+	c.t.Helper()
+	resp, err := c.fresh().ListVolumes(Ctx(c.t), &csi.ListVolumesRequest{})
+	if err != nil {
+		c.t.Fatalf("list: %v", err)
+	}
+	for _, e := range resp.Entries {
+		if e.Volume.VolumeId == tridentPV {
+			return e.GetStatus().GetPublishedNodeIds()
+		}
+	}
+	c.t.Fatalf("ListVolumes does not report %s", tridentPV)
+	return nil
+}
+
+// wantPublished checks publishedTo against nodes.
+func (c *controllerCalls) wantPublished(step string, nodes ...string) {
+	c.t.Helper()
+	if got := c.publishedTo(); !slices.Equal(got, nodes) {
+		c.t.Errorf("%s: ListVolumes reports %s published to %v, want %v", step, tridentPV, got, nodes)
+	}
+}
