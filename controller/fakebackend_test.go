@@ -28,6 +28,8 @@ type fakeBackend struct {
 	modifies  []backends.Modify // applied by ModifyVolume
 	lookups   int               // calls of Volume
 	groups    int               // group snapshots taken
+	listings  int               // calls of PublishedNodes
+	listedFor [][]string        // the volume IDs of each PublishedNodes call
 	// With block set, CreateVolume signals entered and waits on block.
 	block, entered chan struct{}
 }

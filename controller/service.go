@@ -127,12 +127,14 @@ func (s *Service) Backends() []backends.Backend {
 //     only with autoExportPolicy (a read-only rule for the node), since
 //     without it publish changes no rule. A readonly ControllerPublishVolume
 //     is refused (InvalidArgument), never silently ignored.
-//   - LIST_VOLUMES_PUBLISHED_NODES and GET_VOLUME: publications are not
-//     recorded anywhere the controller could list them cheaply.
+//   - GET_VOLUME: one volume's publications would cost the listings of a
+//     whole ListVolumes page; the attacher does not call it.
 var capabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 	csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
 	csi.ControllerServiceCapability_RPC_LIST_VOLUMES,
+	// Published nodes come from ONTAP's state (listvolumes.go).
+	csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES,
 	csi.ControllerServiceCapability_RPC_GET_CAPACITY,
 	csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
 	csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,

@@ -364,31 +364,6 @@ func (s *Service) validateVolumeCapabilities(ctx context.Context, req *csi.Valid
 	}}, nil
 }
 
-// ListVolumes pages through the volumes of all backends in ID order.
-func (s *Service) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
-	return reply(s.listVolumes(ctx, req))
-}
-
-func (s *Service) listVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
-	if req.GetMaxEntries() < 0 {
-		return nil, invalidArg("max_entries must not be negative")
-	}
-	start, ok := parsePageToken(req.GetStartingToken())
-	if !ok {
-		return nil, abortedToken(req.GetStartingToken())
-	}
-	vols, err := s.allVolumes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	entries, next := page(vols, func(f found) string { return f.vol.ID }, start, int(req.GetMaxEntries()))
-	resp := &csi.ListVolumesResponse{NextToken: next}
-	for _, f := range entries {
-		resp.Entries = append(resp.Entries, &csi.ListVolumesResponse_Entry{Volume: csiVolume(f.vol)})
-	}
-	return resp, nil
-}
-
 // GetCapacity reports the space of the largest pool that could take a
 // volume with these parameters: a volume lives in one pool, so a sum over
 // pools (which may share an aggregate) would promise more than fits.

@@ -556,7 +556,7 @@ func TestControllerGetCapabilities(t *testing.T) {
 		got = append(got, c.GetRpc().GetType().String())
 	}
 	want := []string{
-		"CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "LIST_VOLUMES", "GET_CAPACITY",
+		"CREATE_DELETE_VOLUME", "PUBLISH_UNPUBLISH_VOLUME", "LIST_VOLUMES", "LIST_VOLUMES_PUBLISHED_NODES", "GET_CAPACITY",
 		"CREATE_DELETE_SNAPSHOT", "LIST_SNAPSHOTS", "GET_SNAPSHOT", "CLONE_VOLUME", "EXPAND_VOLUME", "MODIFY_VOLUME",
 	}
 	if !slices.Equal(got, want) {

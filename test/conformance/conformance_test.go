@@ -303,6 +303,8 @@ func (f *flow) clientReads(c *rest.Client, volName, snapName string, pc map[stri
 		f.must("GetExportPolicy", err)
 		_, err = c.ListExportRules(ctx, pol.ID)
 		f.must("ListExportRules", err)
+		_, err = c.ListExportPoliciesWithRules(ctx)
+		f.must("ListExportPoliciesWithRules", err)
 		return
 	}
 	_, err = c.DataLIFs(ctx, rest.ServiceDataISCSI)
@@ -321,6 +323,10 @@ func (f *flow) clientReads(c *rest.Client, volName, snapName string, pc map[stri
 	f.must("ListLUNMaps", err)
 	_, err = c.LUNMapReportingNodes(ctx, lun.UUID, ig.UUID)
 	f.must("LUNMapReportingNodes", err)
+	_, err = c.ListIgroups(ctx)
+	f.must("ListIgroups", err)
+	_, err = c.ListLUNMaps(ctx, "", "")
+	f.must("ListLUNMaps (all)", err)
 }
 
 // operationParams are query parameters of ONTAP's operations, not fields

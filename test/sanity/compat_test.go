@@ -171,7 +171,9 @@ func TestTrident2010NAS(t *testing.T) {
 	if v := c.listed(); v.CapacityBytes != gib*95/100 || v.VolumeContext["internalName"] != tridentInternal {
 		t.Errorf("listed as %v", v)
 	}
+	c.wantPublished("the shared policy admits another node only")
 	pc := c.publish()
+	c.wantPublished("published", NodeID)
 	if pc["protocol"] != "file" || pc["nfsPath"] != "/"+tridentInternal || pc["nfsServerIp"] != s.Info().NFSLIFs[0] {
 		t.Errorf("publish context %v", pc)
 	}
@@ -187,6 +189,8 @@ func TestTrident2010NAS(t *testing.T) {
 	if got := ruleClients(exportPolicy(s, tridentBackendPolicy)); len(got) != 2 {
 		t.Errorf("shared policy trimmed to %v", got)
 	}
+	// ONTAP still admits the node: ListVolumes says so.
+	c.wantPublished("unpublished from the shared policy", NodeID)
 	c.expandSnapshotCloneDelete()
 	if v, ok := s.Volume(tridentInternal); ok {
 		t.Errorf("not deleted: %+v", v)
@@ -258,6 +262,9 @@ func TestTrident2010SAN(t *testing.T) {
 	if v := c.listed(); v.CapacityBytes != gib {
 		t.Errorf("listed capacity %d, want the LUN's", v.CapacityBytes)
 	}
+	// Trident's map to the shared igroup holding the node's IQN already
+	// publishes it.
+	c.wantPublished("mapped to the shared igroup", NodeID)
 	// Served through the existing map: no per-node igroup is needed.
 	pc := c.publish()
 	if pc["iscsiIgroup"] != "trident" || pc["iscsiLunNumber"] != itoa(lunID) || pc["filesystemType"] != "ext4" || pc["protocol"] != "block" {
@@ -297,6 +304,7 @@ func TestTrident2606SAN(t *testing.T) {
 	must(t, err)
 	c := &controllerCalls{t: t, s: s, o: Options{Driver: config.DriverONTAPSAN}, cap: mountCapability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}
 
+	c.wantPublished("mapped to Trident's per-node igroup", NodeID)
 	pc := c.publish()
 	if pc["iscsiIgroup"] != tridentIgroup || pc["filesystemType"] != "xfs" || pc["iscsiLunSerial"] != s.LUNs()[0].Serial {
 		t.Errorf("publish context %v", pc)
@@ -306,6 +314,7 @@ func TestTrident2606SAN(t *testing.T) {
 	if len(s.IGroups()) != 0 || len(s.LUNMaps()) != 0 {
 		t.Errorf("after unpublish: igroups %+v, maps %+v", s.IGroups(), s.LUNMaps())
 	}
+	c.wantPublished("unpublished")
 	// A new publish uses our own per-node igroup.
 	pc = c.publish()
 	if igs := s.IGroups(); len(igs) != 1 || igs[0].Name == tridentIgroup || pc["iscsiIgroup"] != igs[0].Name ||
