@@ -100,6 +100,10 @@ type driver struct {
 	// unpublish deleting a node's last LUN map and emptied igroup cannot
 	// race a publish mapping another LUN to it.
 	igroupLocks keymutex.Mutex
+
+	// ids remembers volumes for publish, unpublish and delete
+	// (identities.go).
+	ids identities
 }
 
 func (d *driver) Name() string { return d.cfg.BackendName }

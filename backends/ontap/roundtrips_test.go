@@ -71,9 +71,9 @@ func TestNASPublishRequests(t *testing.T) {
 			[]string{"10.1.1.1:any", "10.2.2.2:any"}},
 		{"unpublish one", unpublish(n1), map[string]int64{"GET " + policies: 1, "DELETE " + rules + "/{index}": 1},
 			[]string{"10.2.2.2:any"}},
+		// The policy goes with its rules (docs/design/ontap-rest.md §9.3).
 		{"unpublish the last", unpublish(n2), map[string]int64{
-			"GET " + policies: 1, "DELETE " + rules + "/{index}": 1, "PATCH /api/storage/volumes/{uuid}": 1,
-			"DELETE " + policies + "/{id}": 1,
+			"GET " + policies: 1, "PATCH /api/storage/volumes/{uuid}": 1, "DELETE " + policies + "/{id}": 1,
 		}, nil},
 	} {
 		if got := requestsOf(t, s, step.call); !maps.Equal(got, step.want) {
