@@ -82,7 +82,7 @@ func (s *Service) findVolume(ctx context.Context, id string) (*found, error) {
 // asked at all: the volume's identity carries its backend. Otherwise it
 // is findVolume, and the backend serving the volume remembers it. The
 // backend that answers from memory checks its answer on the storage
-// system's own "not found" (docs/design/ontap-rest.md §6.1). Calls that
+// system's own "not found" (docs/design/ontap-rest.md §6, §9.1). Calls that
 // must see the storage system as it is now use findVolume.
 func (s *Service) findVolumeCached(ctx context.Context, id string) (*found, error) {
 	rec, err := s.record(ctx, id)

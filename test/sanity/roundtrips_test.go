@@ -64,7 +64,8 @@ func TestControllerRoundTrips(t *testing.T) {
 // its floor.
 func TestControllerRoundTripCounts(t *testing.T) {
 	want := map[string]map[string]float64{
-		// create: the FlexVol's POST (its answer carries no UUID, §9.3);
+		// create: the FlexVol's POST (its answer carries no UUID:
+		// docs/design/ontap-rest.md §9.3);
 		// publish: the FlexVol's read for its UUID, the policy with its
 		// rule, the volume onto it; unpublish: the policy's rules, the
 		// volume back onto the empty policy, the policy's delete; delete:
