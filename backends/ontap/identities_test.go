@@ -171,6 +171,9 @@ func TestRememberedVolumeChangedByHand(t *testing.T) {
 				switch tc.call {
 				case "publish":
 					_, err = b.Publish(ctx, vol, &backends.PublishRequest{Node: cacheNode, AccessType: backends.AccessMount})
+					if err != nil && (policy(s, name) != nil || len(s.LUNMaps()) != 0) {
+						t.Errorf("a failed publish left policies %v, maps %v", s.ExportPolicies(), s.LUNMaps())
+					}
 				case "unpublish":
 					err = b.Unpublish(ctx, vol, cacheNode.Name, &cacheNode)
 					if tc.change == nil || tc.name == "deleted, then unpublished" {

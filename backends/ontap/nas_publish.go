@@ -2,6 +2,7 @@ package ontap
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -113,9 +114,16 @@ func (n *nasDriver) grantAccess(ctx context.Context, t *exportTarget, node *back
 	if t.policy == empty {
 		// First publish: the target's own policy is normally absent, so
 		// create it, with its rule inline (docs/design/ontap-rest.md §3.7), without reading first.
-		_, err := n.client.CreateExportPolicy(ctx, policyName, rule)
+		p, err := n.client.CreateExportPolicy(ctx, policyName, rule)
 		if err == nil {
-			return n.applyPolicy(ctx, t, policyName)
+			err = n.applyPolicy(ctx, t, policyName)
+			if errors.Is(err, backends.ErrNotFound) {
+				// The target is gone (a remembered volume deleted by hand,
+				// docs/design/ontap-rest.md §9.1): the new policy would
+				// stay behind. Best effort: it is empty of volumes.
+				_ = n.client.DeleteExportPolicy(ctx, p.ID)
+			}
+			return err
 		}
 		if !rest.IsAlreadyExists(err) {
 			return n.failure(err, "creating export policy %s", policyName)
