@@ -189,10 +189,11 @@ func TestSANDeleteRequests(t *testing.T) {
 	for _, step := range []struct {
 		vol  *backends.Volume
 		maps int64
-	}{{plain, 0}, {published, 2}} { // the LUN's maps, then the igroup's
+	}{{plain, 0}, {published, 1}} { // the LUN's maps; the igroup goes unless mapped, in one request
 		vol := lookup(t, b, step.vol.ID)
 		got := requestsOf(t, s, func() error { return b.DeleteVolume(ctx, vol) })
-		if got["GET /api/protocols/san/lun-maps"] != step.maps || got["DELETE /api/storage/volumes/{uuid}"] != 1 {
+		if got["GET /api/protocols/san/lun-maps"] != step.maps || got["DELETE /api/storage/volumes/{uuid}"] != 1 ||
+			got["GET /api/protocols/san/igroups"] != 0 {
 			t.Errorf("delete %s: requests %v", vol.ID, got)
 		}
 	}

@@ -263,7 +263,28 @@ func (s *sanDriver) unmap(ctx context.Context, m rest.LUNMap) error {
 		return s.failure(err, "unmapping LUN %s from igroup %s", m.LUNPath, m.IgroupName)
 	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"lun": m.LUNPath, "igroup": m.IgroupName}).Debug("LUN unmapped")
-	return s.deleteIgroupIfUnmapped(ctx, m.IgroupName)
+	return s.deleteIgroupUnlessMapped(ctx, m.IgroupName, m.IgroupUUID)
+}
+
+// deleteIgroupUnlessMapped deletes an igroup whose UUID is known if no LUN
+// is mapped to it, in one request: ONTAP refuses to delete a mapped igroup
+// without allow_delete_while_mapped (1254213, docs/design/ontap-rest.md
+// §3.9, §9.2). It runs with the igroup's lock held.
+func (s *sanDriver) deleteIgroupUnlessMapped(ctx context.Context, name, uuid string) error {
+	err := s.client.DeleteIgroup(ctx, uuid)
+	switch {
+	case err == nil || rest.IsNotFound(err):
+		s.igroups.forget(name)
+	case rest.IsInUse(err):
+		// Still mapped: other LUNs of the node, or another controller
+		// mapped one meanwhile. A transient refusal (a configuration
+		// lock) is throttled, not in use: it fails the call, so that its
+		// retry deletes the igroup.
+	default:
+		s.igroups.forget(name)
+		return s.failure(err, "deleting igroup %s", name)
+	}
+	return nil
 }
 
 // unmapKnown unmaps a remembered LUN from the node's igroup, remembered
@@ -293,17 +314,7 @@ func (s *sanDriver) unmapKnown(ctx context.Context, lun *rest.LUN, igName string
 	}
 	// Other nodes' maps are not known without a read.
 	lun.Mapped = true
-	err = s.client.DeleteIgroup(ctx, igUUID)
-	switch {
-	case err == nil || rest.IsNotFound(err):
-		s.igroups.forget(igName)
-	case rest.IsInUse(err):
-		// Still mapped: other LUNs of the node.
-	default:
-		s.igroups.forget(igName)
-		return true, s.failure(err, "deleting igroup %s", igName)
-	}
-	return true, nil
+	return true, s.deleteIgroupUnlessMapped(ctx, igName, igUUID)
 }
 
 // deleteIgroupIfUnmapped runs with the igroup's lock held.
