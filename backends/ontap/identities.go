@@ -190,14 +190,6 @@ func (c *igroupCache) get(name, iqn string) (string, bool) {
 	return k.uuid, true
 }
 
-// known reports whether igroup name is remembered, fresh or not.
-func (c *igroupCache) known(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.m[name]
-	return ok
-}
-
 func (c *igroupCache) put(name, uuid, iqn string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -240,3 +240,56 @@ func TestRememberedIgroupDeletedByHand(t *testing.T) {
 		t.Errorf("igroups %+v, maps %+v", igs, lms)
 	}
 }
+
+// Publishes and unpublishes of one node's LUNs run at once, each
+// unpublish trying to delete the node's igroup: every publish ends mapped
+// through an igroup that holds the node's IQN, whichever way they
+// interleave.
+func TestRememberedIgroupConcurrentPublishUnpublish(t *testing.T) {
+	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{}, nil)
+	ctx := ctxT(t)
+	const rounds, per = 4, 3
+	var ids []string
+	for i := 0; i < 2*per; i++ {
+		id := "pvc-" + string(rune('a'+i))
+		create(t, b, id, gib, backends.AccessMount)
+		ids = append(ids, id)
+	}
+	publish := func(id string) error {
+		_, err := b.Publish(ctx, remembered(t, b, id), &backends.PublishRequest{Node: cacheNode, AccessType: backends.AccessMount})
+		return err
+	}
+	unpublish := func(id string) error { return b.Unpublish(ctx, remembered(t, b, id), cacheNode.Name, &cacheNode) }
+	on, off := ids[:per], ids[per:]
+	for _, id := range on {
+		must(t, publish(id))
+	}
+	for r := 0; r < rounds; r++ {
+		errs := make(chan error, 2*per)
+		for i := 0; i < per; i++ {
+			go func(up, down string) { errs <- unpublish(down) }(off[i], on[i])
+			go func(up, down string) { errs <- publish(up) }(off[i], on[i])
+		}
+		for i := 0; i < 2*per; i++ {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", r, err)
+			}
+		}
+		on, off = off, on
+		igs, lms := s.IGroups(), s.LUNMaps()
+		if len(igs) != 1 || len(igs[0].Initiators) != 1 || len(lms) != per {
+			t.Fatalf("round %d: igroups %+v, maps %+v", r, igs, lms)
+		}
+		for _, m := range lms {
+			if m.IGroup != igs[0].Name {
+				t.Errorf("round %d: map %+v not to igroup %s", r, m, igs[0].Name)
+			}
+		}
+	}
+	for _, id := range on {
+		must(t, unpublish(id))
+	}
+	if len(s.IGroups()) != 0 || len(s.LUNMaps()) != 0 {
+		t.Errorf("left: igroups %v, maps %v", s.IGroups(), s.LUNMaps())
+	}
+}

@@ -59,9 +59,11 @@ func (s *sanDriver) publish(ctx context.Context, vol *backends.Volume, req *back
 	}
 	if m == nil {
 		m, err = s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: h.lun.Path, IgroupName: igName})
-		if rest.IsNotFound(err) && s.igroups.known(igName) {
-			// The igroup was remembered, and is gone (deleted by hand):
-			// make it again and map once more (docs/design/ontap-rest.md §9.2).
+		if rest.IsNotFound(err) {
+			// The igroup may be gone: remembered and deleted by hand, or
+			// deleted by an unpublish of the node's last other LUN
+			// meanwhile (unmapKnown does not take the igroup's lock). Make
+			// it again and map once more (docs/design/ontap-rest.md §9.2).
 			s.igroups.forget(igName)
 			if err := s.ensureIgroup(ctx, igName, node.IQN); err != nil {
 				return nil, err
@@ -269,7 +271,7 @@ func (s *sanDriver) unmap(ctx context.Context, m rest.LUNMap) error {
 // deleteIgroupUnlessMapped deletes an igroup whose UUID is known if no LUN
 // is mapped to it, in one request: ONTAP refuses to delete a mapped igroup
 // without allow_delete_while_mapped (1254213, docs/design/ontap-rest.md
-// §3.9, §9.2). It runs with the igroup's lock held.
+// §3.9, §9.2): it needs no lock of the igroup to be right.
 func (s *sanDriver) deleteIgroupUnlessMapped(ctx context.Context, name, uuid string) error {
 	err := s.client.DeleteIgroup(ctx, uuid)
 	switch {
@@ -298,11 +300,11 @@ func (s *sanDriver) unmapKnown(ctx context.Context, lun *rest.LUN, igName string
 	if !ok || lun.UUID == "" {
 		return false, nil
 	}
-	unlock, err := s.igroupLocks.Lock(ctx, igName)
-	if err != nil {
-		return false, err
-	}
-	defer unlock()
+	// Without the igroup's lock: ONTAP decides whether the igroup is
+	// mapped in the DELETE itself, so no publish can map a LUN between a
+	// check and the delete; a publish whose igroup went meanwhile makes
+	// it again. Every LUN of a node shares its igroup, and the lock would
+	// put the node's unpublishes in a row.
 	err = s.client.DeleteLUNMap(ctx, lun.UUID, igUUID)
 	switch {
 	case rest.IsNotFound(err):
