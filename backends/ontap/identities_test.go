@@ -123,26 +123,30 @@ func TestRememberedVolumeChangedByHand(t *testing.T) {
 		change    func(t *testing.T, s *ontapsim.Simulator)
 		call      string
 		want      map[string]result
+		// unpublish: the node's map or rule is gone from ONTAP afterwards.
+		// Not when the volume is: an uncached unpublish finds no volume and
+		// leaves what is left.
+		revoked bool
 	}{
 		{"deleted, then published", false, deleteByHand, "publish", map[string]result{
-			config.DriverONTAPNAS: {backends.ErrNotFound, false}, config.DriverONTAPSAN: {backends.ErrNotFound, false}}},
+			config.DriverONTAPNAS: {backends.ErrNotFound, false}, config.DriverONTAPSAN: {backends.ErrNotFound, false}}, false},
 		{"deleted, then unpublished", true, deleteByHand, "unpublish", map[string]result{
-			config.DriverONTAPNAS: {nil, false}, config.DriverONTAPSAN: {nil, false}}},
+			config.DriverONTAPNAS: {nil, false}, config.DriverONTAPSAN: {nil, false}}, false},
 		{"deleted, then deleted", true, deleteByHand, "delete", map[string]result{
-			config.DriverONTAPNAS: {nil, false}, config.DriverONTAPSAN: {nil, false}}},
+			config.DriverONTAPNAS: {nil, false}, config.DriverONTAPSAN: {nil, false}}, false},
 		// ontap-san publishes by the LUN's path, which the rename changed:
 		// not found, as the lookup by name says. ontap-nas addresses the
 		// FlexVol by UUID: the same volume is served until identityTTL.
 		{"renamed, then published", false, renameByHand, "publish", map[string]result{
-			config.DriverONTAPNAS: {nil, true}, config.DriverONTAPSAN: {backends.ErrNotFound, false}}},
+			config.DriverONTAPNAS: {nil, true}, config.DriverONTAPSAN: {backends.ErrNotFound, false}}, false},
 		// By UUID (ontap-san's map, ontap-nas's policy): the node's access
 		// is revoked all the same.
 		{"renamed, then unpublished", true, renameByHand, "unpublish", map[string]result{
-			config.DriverONTAPNAS: {nil, true}, config.DriverONTAPSAN: {nil, true}}},
+			config.DriverONTAPNAS: {nil, true}, config.DriverONTAPSAN: {nil, true}}, true},
 		{"nothing changed, restarted controller", false, nil, "restart", map[string]result{
-			config.DriverONTAPNAS: {nil, false}, config.DriverONTAPSAN: {nil, false}}},
+			config.DriverONTAPNAS: {nil, false}, config.DriverONTAPSAN: {nil, false}}, false},
 		{"nothing changed, older than the TTL", false, nil, "ttl", map[string]result{
-			config.DriverONTAPNAS: {nil, false}, config.DriverONTAPSAN: {nil, false}}},
+			config.DriverONTAPNAS: {nil, false}, config.DriverONTAPSAN: {nil, false}}, false},
 	} {
 		for _, driver := range []string{config.DriverONTAPNAS, config.DriverONTAPSAN} {
 			t.Run(tc.name+"/"+driver, func(t *testing.T) {
@@ -176,9 +180,7 @@ func TestRememberedVolumeChangedByHand(t *testing.T) {
 					}
 				case "unpublish":
 					err = b.Unpublish(ctx, vol, cacheNode.Name, &cacheNode)
-					if tc.change == nil || tc.name == "deleted, then unpublished" {
-						// Gone: what is left is left, as by an uncached
-						// unpublish, which finds no volume.
+					if !tc.revoked {
 						break
 					}
 					if len(s.LUNMaps()) != 0 || len(s.IGroups()) != 0 {
