@@ -2,7 +2,6 @@ package ontap_test
 
 import (
 	"errors"
-	"maps"
 	"net/http"
 	"testing"
 	"time"
@@ -42,57 +41,6 @@ func hand(t *testing.T, s *ontapsim.Simulator, method, path string, body any) {
 	status, out, err := s.Do(method, path, body)
 	if err != nil || status >= 300 {
 		t.Fatalf("%s %s: %d %v %v", method, path, status, out, err)
-	}
-}
-
-// Publish, unpublish and delete of a remembered volume need no lookup:
-// the requests of each, the lookup included, as the controller makes them.
-func TestRememberedVolumeRequests(t *testing.T) {
-	for _, tc := range []struct {
-		driver string
-		extra  map[string]any
-		// requests of publish, unpublish, delete
-		want [3]map[string]int64
-	}{
-		{config.DriverONTAPNAS, nasAutoPolicy, [3]map[string]int64{
-			// The create's answer carries no UUID: the first call reads it.
-			{"GET /api/storage/volumes": 1, "POST /api/protocols/nfs/export-policies": 1, "PATCH /api/storage/volumes/{uuid}": 1},
-			{"GET /api/protocols/nfs/export-policies": 1, "PATCH /api/storage/volumes/{uuid}": 1, "DELETE /api/protocols/nfs/export-policies/{id}": 1},
-			{"GET /api/protocols/nfs/export-policies": 1, "DELETE /api/storage/volumes/{uuid}": 1},
-		}},
-		{config.DriverONTAPSAN, nil, [3]map[string]int64{
-			{"GET /api/protocols/san/igroups": 1, "POST /api/protocols/san/igroups": 1, "POST /api/protocols/san/lun-maps": 1, "GET /api/network/ip/interfaces": 1},
-			{"DELETE /api/protocols/san/lun-maps/{lun.uuid}/{igroup.uuid}": 1, "DELETE /api/protocols/san/igroups/{uuid}": 1},
-			{"GET /api/protocols/san/lun-maps": 1, "DELETE /api/storage/volumes/{uuid}": 1},
-		}},
-	} {
-		t.Run(tc.driver, func(t *testing.T) {
-			b, s := simBackend(t, tc.driver, ontapsim.Config{}, tc.extra)
-			ctx := ctxT(t)
-			pools, err := b.Pools(ctx)
-			must(t, err)
-			_, err = b.CreateVolume(ctx, &backends.CreateRequest{Name: "pvc-r", Pool: pools[0].Name, SizeBytes: gib, AccessType: backends.AccessMount})
-			must(t, err)
-			steps := []func() error{
-				func() error {
-					_, err := b.Publish(ctx, remembered(t, b, "pvc-r"), &backends.PublishRequest{Node: cacheNode, AccessType: backends.AccessMount})
-					return err
-				},
-				func() error { return b.Unpublish(ctx, remembered(t, b, "pvc-r"), cacheNode.Name, &cacheNode) },
-				func() error { return b.DeleteVolume(ctx, remembered(t, b, "pvc-r")) },
-			}
-			for i, step := range steps {
-				if got := requestsOf(t, s, step); !maps.Equal(got, tc.want[i]) {
-					t.Errorf("call %d: requests %v, want %v", i, got, tc.want[i])
-				}
-			}
-			if len(s.Volumes()) != 0 && volumeNamed(s, "trident_pvc_r") {
-				t.Error("volume left on ONTAP")
-			}
-			if known(b, "pvc-r") {
-				t.Error("a deleted volume is still remembered")
-			}
-		})
 	}
 }
 
