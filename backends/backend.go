@@ -101,6 +101,20 @@ type VolumeLocator interface {
 	VolumeAt(ctx context.Context, id, internalName string) (*Volume, error)
 }
 
+// IdentityCache is a Backend that remembers where its volumes are on the
+// storage system, so that the calls that come soon after a lookup (publish,
+// unpublish, delete) need not look the volume up again. A call on a
+// remembered volume that finds it gone or moved looks it up afresh and
+// retries once; one that fails otherwise makes the backend forget it.
+type IdentityCache interface {
+	// KnownVolume returns volume id, at internalName ("" : the naming
+	// rule's name), as remembered, without asking the storage system; false
+	// when it is not remembered (or no longer: entries expire).
+	KnownVolume(id, internalName string) (*Volume, bool)
+	// Remember keeps vol, which a lookup of this backend just returned.
+	Remember(vol *Volume)
+}
+
 // Description is what a backend tells about itself for status and
 // metrics, once it has reached its storage system; fields it does not know
 // yet are empty.

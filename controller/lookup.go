@@ -75,6 +75,44 @@ func (s *Service) findVolume(ctx context.Context, id string) (*found, error) {
 	return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found", id)
 }
 
+// findVolumeCached is findVolume for the calls that follow a volume's
+// creation or publication closely: publish, unpublish and delete. A
+// backend that remembers the volume (backends.IdentityCache) answers
+// without asking its storage system, and the other backends are not
+// asked at all: the volume's identity carries its backend. Otherwise it
+// is findVolume, and the backend serving the volume remembers it. The
+// backend that answers from memory checks its answer on the storage
+// system's own "not found" (docs/design/ontap-rest.md §6, §10.1). Calls that
+// must see the storage system as it is now use findVolume.
+func (s *Service) findVolumeCached(ctx context.Context, id string) (*found, error) {
+	rec, err := s.record(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	bs, _ := s.backendSet()
+	var hits []found
+	for _, b := range bs {
+		if c, ok := b.(backends.IdentityCache); ok {
+			if v, ok := c.KnownVolume(id, rec.InternalName); ok {
+				hits = append(hits, found{vol: v, backend: b})
+			}
+		}
+	}
+	if len(hits) > 0 {
+		f := ownerOf(ctx, hits)
+		f.notManaged = rec.NotManaged
+		return f, nil
+	}
+	f, err := s.findVolume(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := f.backend.(backends.IdentityCache); ok {
+		c.Remember(f.vol)
+	}
+	return f, nil
+}
+
 // ownerOf picks, among backends that see the same volume (they share an
 // SVM and a storage prefix), the one recorded as its creator, else the
 // first configured.

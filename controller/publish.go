@@ -45,7 +45,7 @@ func (s *Service) publish(ctx context.Context, req *csi.ControllerPublishVolumeR
 		return nil, pending(id)
 	}
 	defer unlock()
-	f, err := s.findVolume(ctx, id)
+	f, err := s.findVolumeCached(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (s *Service) unpublish(ctx context.Context, req *csi.ControllerUnpublishVol
 		return pending(id)
 	}
 	defer unlock()
-	f, err := s.findVolume(ctx, id)
+	f, err := s.findVolumeCached(ctx, id)
 	if errors.Is(err, backends.ErrNotFound) {
 		return nil
 	}

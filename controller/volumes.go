@@ -309,7 +309,7 @@ func (s *Service) deleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest
 		return pending(id)
 	}
 	defer unlock()
-	f, err := s.findVolume(ctx, id)
+	f, err := s.findVolumeCached(ctx, id)
 	if errors.Is(err, backends.ErrNotFound) {
 		s.recordCache.Delete(id)
 		return nil

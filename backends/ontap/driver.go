@@ -98,8 +98,14 @@ type driver struct {
 
 	// igroupLocks serializes publish and unpublish per igroup, so that an
 	// unpublish deleting a node's last LUN map and emptied igroup cannot
-	// race a publish mapping another LUN to it.
+	// race a publish mapping another LUN to it. The unpublish of a
+	// remembered LUN (unmapKnown) does without: ONTAP refuses to delete a
+	// mapped igroup, and a publish makes a vanished igroup again.
 	igroupLocks keymutex.Mutex
+
+	// ids remembers volumes for publish, unpublish and delete
+	// (identities.go).
+	ids identities
 }
 
 func (d *driver) Name() string { return d.cfg.BackendName }

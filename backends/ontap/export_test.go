@@ -14,3 +14,6 @@ func SetNow(t testing.TB, f func() time.Time) {
 	now = f
 	t.Cleanup(func() { now = old })
 }
+
+// IdentityTTL is identityTTL, for the tests.
+const IdentityTTL = identityTTL

@@ -48,6 +48,7 @@ func (n *nasDriver) Volume(ctx context.Context, id string) (*backends.Volume, er
 
 // VolumeAt implements backends.VolumeLocator.
 func (n *nasDriver) VolumeAt(ctx context.Context, id, internalName string) (*backends.Volume, error) {
+	n.forget(id) // an uncached lookup: see identities.go
 	v, meta, partial, err := n.lookup(ctx, id, internalName)
 	if err != nil {
 		return nil, err
@@ -175,10 +176,12 @@ func (n *nasDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 // In this order a delete interrupted half way leaves the volume, so the
 // retry finds it and finishes, rather than an orphaned policy.
 func (n *nasDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) error {
-	if n.cfg.AutoExportPolicy {
-		if err := n.dropOwnPolicy(ctx, n.flexVolTarget(vol)); err != nil {
-			return err
+	return n.onGone(ctx, vol, false, n.VolumeAt, func(vol *backends.Volume) error {
+		if n.cfg.AutoExportPolicy {
+			if err := n.dropOwnPolicy(ctx, n.flexVolTarget(vol)); err != nil {
+				return err
+			}
 		}
-	}
-	return n.deleteFlexVol(ctx, vol)
+		return n.deleteFlexVol(ctx, vol)
+	})
 }

@@ -2,6 +2,7 @@ package ontap
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -23,6 +24,15 @@ import (
 // the node's rule is ensured there. A policy chosen by the admin (static,
 // or the StorageClass's exportPolicy) is left alone.
 func (n *nasDriver) Publish(ctx context.Context, vol *backends.Volume, req *backends.PublishRequest) (map[string]string, error) {
+	var pc map[string]string
+	err := n.onVolume(ctx, vol, true, n.VolumeAt, func(vol *backends.Volume) (err error) {
+		pc, err = n.publish(ctx, vol, req)
+		return err
+	})
+	return pc, err
+}
+
+func (n *nasDriver) publish(ctx context.Context, vol *backends.Volume, req *backends.PublishRequest) (map[string]string, error) {
 	h := handleOf(vol)
 	v := h.vol
 	if v.JunctionPath == "" {
@@ -104,9 +114,16 @@ func (n *nasDriver) grantAccess(ctx context.Context, t *exportTarget, node *back
 	if t.policy == empty {
 		// First publish: the target's own policy is normally absent, so
 		// create it, with its rule inline (docs/design/ontap-rest.md §3.7), without reading first.
-		_, err := n.client.CreateExportPolicy(ctx, policyName, rule)
+		p, err := n.client.CreateExportPolicy(ctx, policyName, rule)
 		if err == nil {
-			return n.applyPolicy(ctx, t, policyName)
+			err = n.applyPolicy(ctx, t, policyName)
+			if errors.Is(err, backends.ErrNotFound) {
+				// The target is gone (a remembered volume deleted by hand,
+				// docs/design/ontap-rest.md §10.1): the new policy would
+				// stay behind. Best effort: it is empty of volumes.
+				_ = n.client.DeleteExportPolicy(ctx, p.ID)
+			}
+			return err
 		}
 		if !rest.IsAlreadyExists(err) {
 			return n.failure(err, "creating export policy %s", policyName)
@@ -233,7 +250,9 @@ func (n *nasDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 	if !n.cfg.AutoExportPolicy {
 		return nil
 	}
-	return n.revokeAccess(ctx, n.flexVolTarget(vol), nodeName, node)
+	return n.onGone(ctx, vol, true, n.VolumeAt, func(vol *backends.Volume) error {
+		return n.revokeAccess(ctx, n.flexVolTarget(vol), nodeName, node)
+	})
 }
 
 // revokeAccess removes a node's rule from the target's own policy, and
@@ -258,31 +277,44 @@ func (n *nasDriver) revokeAccess(ctx context.Context, t *exportTarget, nodeName 
 			Warn("node is not registered: its export rule cannot be identified and stays until the volume's last unpublish")
 		return nil
 	}
-	remaining := 0
+	var revoke []rest.ExportRule
 	for _, r := range rules {
-		if nodeName != "" && !overlaps(r.Clients, clients) {
-			remaining++
-			continue
-		}
-		if err := n.client.DeleteExportRule(ctx, policy.ID, r.Index); err != nil && !rest.IsNotFound(err) {
-			return n.failure(err, "removing rule %d of export policy %s", r.Index, policy.Name)
+		if nodeName == "" || overlaps(r.Clients, clients) {
+			revoke = append(revoke, r)
 		}
 	}
-	if remaining > 0 {
+	deleteRules := func() error {
+		for _, r := range revoke {
+			if err := n.client.DeleteExportRule(ctx, policy.ID, r.Index); err != nil && !rest.IsNotFound(err) {
+				return n.failure(err, "removing rule %d of export policy %s", r.Index, policy.Name)
+			}
+		}
 		return nil
 	}
+	if len(revoke) < len(rules) {
+		return deleteRules()
+	}
+	// No rule stays: the target goes back to the empty policy, which
+	// revokes the access at once, and the policy is deleted with its
+	// rules (ONTAP deletes a policy's rules with it, docs/design/ontap-rest.md
+	// §3.7), so the rules need no request of their own (§10.3).
 	if err := n.ensureEmptyPolicy(ctx); err != nil {
 		return err
 	}
 	if err := n.applyPolicy(ctx, t, emptyPolicyName(n.cfg.StoragePrefix)); err != nil {
 		return err
 	}
-	// In use: another volume (or qtree) uses the policy, someone applied
-	// it by hand; it stays until this volume is deleted.
-	if err := n.client.DeleteExportPolicy(ctx, policy.ID); err != nil && !rest.IsNotFound(err) && !rest.IsInUse(err) {
-		return n.failure(err, "deleting export policy %s", policy.Name)
+	err = n.client.DeleteExportPolicy(ctx, policy.ID)
+	switch {
+	case err == nil || rest.IsNotFound(err):
+		return nil
+	case rest.IsInUse(err):
+		// Another volume (or qtree) uses the policy, someone applied it by
+		// hand; it stays until this volume is deleted, without the rules
+		// of the node.
+		return deleteRules()
 	}
-	return nil
+	return n.failure(err, "deleting export policy %s", policy.Name)
 }
 
 func (n *nasDriver) ensureEmptyPolicy(ctx context.Context) error {

@@ -71,9 +71,9 @@ func TestNASPublishRequests(t *testing.T) {
 			[]string{"10.1.1.1:any", "10.2.2.2:any"}},
 		{"unpublish one", unpublish(n1), map[string]int64{"GET " + policies: 1, "DELETE " + rules + "/{index}": 1},
 			[]string{"10.2.2.2:any"}},
+		// The policy goes with its rules (docs/design/ontap-rest.md §10.3).
 		{"unpublish the last", unpublish(n2), map[string]int64{
-			"GET " + policies: 1, "DELETE " + rules + "/{index}": 1, "PATCH /api/storage/volumes/{uuid}": 1,
-			"DELETE " + policies + "/{id}": 1,
+			"GET " + policies: 1, "PATCH /api/storage/volumes/{uuid}": 1, "DELETE " + policies + "/{id}": 1,
 		}, nil},
 	} {
 		if got := requestsOf(t, s, step.call); !maps.Equal(got, step.want) {
@@ -189,14 +189,66 @@ func TestSANDeleteRequests(t *testing.T) {
 	for _, step := range []struct {
 		vol  *backends.Volume
 		maps int64
-	}{{plain, 0}, {published, 2}} { // the LUN's maps, then the igroup's
+	}{{plain, 0}, {published, 1}} { // the LUN's maps; the igroup goes unless mapped, in one request
 		vol := lookup(t, b, step.vol.ID)
 		got := requestsOf(t, s, func() error { return b.DeleteVolume(ctx, vol) })
-		if got["GET /api/protocols/san/lun-maps"] != step.maps || got["DELETE /api/storage/volumes/{uuid}"] != 1 {
+		if got["GET /api/protocols/san/lun-maps"] != step.maps || got["DELETE /api/storage/volumes/{uuid}"] != 1 ||
+			got["GET /api/protocols/san/igroups"] != 0 {
 			t.Errorf("delete %s: requests %v", vol.ID, got)
 		}
 	}
 	if len(s.LUNMaps()) != 0 || len(s.IGroups()) != 0 || len(s.LUNs()) != 0 {
 		t.Errorf("left: maps %v, igroups %v, LUNs %v", s.LUNMaps(), s.IGroups(), s.LUNs())
+	}
+}
+
+// Publish, unpublish and delete of a remembered volume need no lookup:
+// the requests of each, the lookup included, as the controller makes them.
+func TestRememberedVolumeRequests(t *testing.T) {
+	for _, tc := range []struct {
+		driver string
+		extra  map[string]any
+		// requests of publish, unpublish, delete
+		want [3]map[string]int64
+	}{
+		{config.DriverONTAPNAS, nasAutoPolicy, [3]map[string]int64{
+			// The create's answer carries no UUID: the first call reads it.
+			{"GET /api/storage/volumes": 1, "POST /api/protocols/nfs/export-policies": 1, "PATCH /api/storage/volumes/{uuid}": 1},
+			{"GET /api/protocols/nfs/export-policies": 1, "PATCH /api/storage/volumes/{uuid}": 1, "DELETE /api/protocols/nfs/export-policies/{id}": 1},
+			{"GET /api/protocols/nfs/export-policies": 1, "DELETE /api/storage/volumes/{uuid}": 1},
+		}},
+		{config.DriverONTAPSAN, nil, [3]map[string]int64{
+			{"GET /api/protocols/san/igroups": 1, "POST /api/protocols/san/igroups": 1, "POST /api/protocols/san/lun-maps": 1, "GET /api/network/ip/interfaces": 1},
+			{"DELETE /api/protocols/san/lun-maps/{lun.uuid}/{igroup.uuid}": 1, "DELETE /api/protocols/san/igroups/{uuid}": 1},
+			{"GET /api/protocols/san/lun-maps": 1, "DELETE /api/storage/volumes/{uuid}": 1},
+		}},
+	} {
+		t.Run(tc.driver, func(t *testing.T) {
+			b, s := simBackend(t, tc.driver, ontapsim.Config{}, tc.extra)
+			ctx := ctxT(t)
+			pools, err := b.Pools(ctx)
+			must(t, err)
+			_, err = b.CreateVolume(ctx, &backends.CreateRequest{Name: "pvc-r", Pool: pools[0].Name, SizeBytes: gib, AccessType: backends.AccessMount})
+			must(t, err)
+			steps := []func() error{
+				func() error {
+					_, err := b.Publish(ctx, remembered(t, b, "pvc-r"), &backends.PublishRequest{Node: cacheNode, AccessType: backends.AccessMount})
+					return err
+				},
+				func() error { return b.Unpublish(ctx, remembered(t, b, "pvc-r"), cacheNode.Name, &cacheNode) },
+				func() error { return b.DeleteVolume(ctx, remembered(t, b, "pvc-r")) },
+			}
+			for i, step := range steps {
+				if got := requestsOf(t, s, step); !maps.Equal(got, tc.want[i]) {
+					t.Errorf("call %d: requests %v, want %v", i, got, tc.want[i])
+				}
+			}
+			if len(s.Volumes()) != 0 && volumeNamed(s, "trident_pvc_r") {
+				t.Error("volume left on ONTAP")
+			}
+			if known(b, "pvc-r") {
+				t.Error("a deleted volume is still remembered")
+			}
+		})
 	}
 }

@@ -28,7 +28,8 @@ var perNodeIgroupRE = regexp.MustCompile(`^.+-` + uuidRE + `$`)
 type sanDriver struct {
 	*driver
 	targetIQN string
-	lifs      lifCache // san_lifs.go
+	lifs      lifCache    // san_lifs.go
+	igroups   igroupCache // identities.go
 }
 
 func (s *sanDriver) init(ctx context.Context) error {
@@ -61,6 +62,7 @@ func (s *sanDriver) Volume(ctx context.Context, id string) (*backends.Volume, er
 
 // VolumeAt implements backends.VolumeLocator.
 func (s *sanDriver) VolumeAt(ctx context.Context, id, internalName string) (*backends.Volume, error) {
+	s.forget(id) // an uncached lookup: see identities.go
 	v, meta, partial, err := s.lookup(ctx, id, internalName)
 	if err != nil {
 		return nil, err
@@ -137,41 +139,52 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 		if err != nil {
 			return nil, err
 		}
-		if err := s.createLUN(ctx, v.Name, req.SizeBytes, st, meta.FSType); err != nil {
+		lun, err := s.createLUN(ctx, v.Name, req.SizeBytes, st, meta.FSType)
+		if err != nil {
 			return nil, err
 		}
+		bv := s.toVolume(req.Name, v, meta, req.SizeBytes)
+		if lun != nil && lun.VolumeUUID != "" && lun.SerialNumber != "" {
+			// The LUN's POST echoes its UUID and serial and its FlexVol's
+			// UUID: all that publish, unpublish and delete address
+			// (docs/design/ontap-rest.md §10.1).
+			v.UUID = lun.VolumeUUID
+			handleOf(bv).lun = lun
+			s.Remember(bv)
+		}
+		return bv, nil
 	}
 	return s.toVolume(req.Name, v, meta, req.SizeBytes), nil
 }
 
-func (s *sanDriver) createLUN(ctx context.Context, volume string, size int64, st *settings, fsType string) error {
+func (s *sanDriver) createLUN(ctx context.Context, volume string, size int64, st *settings, fsType string) (*rest.LUN, error) {
 	path := lunPath(volume)
 	attrs := map[string]string{lunAttrFSType: fsType, lunAttrContext: driverContext}
 	// The attributes go in the LUN's POST: one request instead of three.
 	// ONTAP takes them there wherever it has LUN attributes at all (9.10,
 	// as the attributes endpoint; ontap-san-economy relies on the same).
-	_, err := s.client.CreateLUN(ctx, rest.LUNCreate{
+	created, err := s.client.CreateLUN(ctx, rest.LUNCreate{
 		Path: path, Size: size, OSType: "linux", SpaceAllocation: st.SpaceAllocation, QoSPolicy: st.QoSPolicy,
 		Attributes: attrs,
 	})
 	if err == nil {
-		return nil
+		return created, nil
 	}
 	if !rest.IsAlreadyExists(err) {
-		return s.createFailure(err, "creating LUN %s", path)
+		return nil, s.createFailure(err, "creating LUN %s", path)
 	}
 	// An earlier attempt made it; one made by a version that set the
 	// attributes one by one may lack them.
 	lun, err := s.client.GetLUN(ctx, path)
 	if err != nil {
-		return s.createFailure(err, "creating LUN %s", path)
+		return nil, s.createFailure(err, "creating LUN %s", path)
 	}
 	for name, value := range attrs {
 		if err := s.client.SetLUNAttribute(ctx, lun.UUID, name, value); err != nil {
-			return s.failure(err, "setting attribute %s of LUN %s", name, path)
+			return nil, s.failure(err, "setting attribute %s of LUN %s", name, path)
 		}
 	}
-	return nil
+	return lun, nil
 }
 
 // finishClone gives a FlexClone its own record and grows it and its LUN
@@ -230,14 +243,18 @@ func (s *sanDriver) ExpandVolume(ctx context.Context, vol *backends.Volume, size
 // this order a delete interrupted half way leaves the volume, so the retry
 // finds it and finishes, rather than an orphaned igroup.
 func (s *sanDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) error {
-	// The LUN was read by this call (the lookup that made vol): only one
-	// that ONTAP reported mapped has maps to read and remove.
-	if lun := handleOf(vol).lun; lun != nil && lun.Mapped {
-		if err := s.unmapAll(ctx, lun); err != nil {
-			return err
+	return s.onGone(ctx, vol, false, s.VolumeAt, func(vol *backends.Volume) error {
+		// A LUN read by this call (the lookup that made vol) has maps to
+		// read and remove only if ONTAP reported it mapped; a remembered
+		// one may have been mapped since (by hand): its maps are read.
+		h := handleOf(vol)
+		if lun := h.lun; lun != nil && (lun.Mapped || h.cached) {
+			if err := s.unmapAll(ctx, lun); err != nil {
+				return err
+			}
 		}
-	}
-	return s.deleteFlexVol(ctx, vol)
+		return s.deleteFlexVol(ctx, vol)
+	})
 }
 
 // unmapAll removes every map of a LUN, and per-node igroups left empty.

@@ -18,6 +18,15 @@ import (
 // holds the node's IQN (Trident 20.10's shared igroup, or Trident's own
 // per-node igroup) is served through that map.
 func (s *sanDriver) Publish(ctx context.Context, vol *backends.Volume, req *backends.PublishRequest) (map[string]string, error) {
+	var pc map[string]string
+	err := s.onVolume(ctx, vol, true, s.VolumeAt, func(vol *backends.Volume) (err error) {
+		pc, err = s.publish(ctx, vol, req)
+		return err
+	})
+	return pc, err
+}
+
+func (s *sanDriver) publish(ctx context.Context, vol *backends.Volume, req *backends.PublishRequest) (map[string]string, error) {
 	h := handleOf(vol)
 	if h.lun == nil {
 		return nil, backends.Errorf(backends.ErrNotFound, "volume %s has no LUN", vol.ID)
@@ -33,9 +42,10 @@ func (s *sanDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 	}
 	defer unlock()
 
-	// The LUN was read by this call (the lookup that made vol): one that
-	// ONTAP reported unmapped has no map to find. One mapped meanwhile
-	// makes CreateLUNMap answer "already exists", handled below.
+	// The LUN was read by this call (the lookup that made vol), or is
+	// remembered as our calls left it: one unmapped has no map to find.
+	// One mapped meanwhile makes CreateLUNMap answer "already exists",
+	// handled below.
 	var m *rest.LUNMap
 	if h.lun.Mapped {
 		if m, err = s.existingMap(ctx, h.lun, igName, node.IQN); err != nil {
@@ -49,6 +59,17 @@ func (s *sanDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 	}
 	if m == nil {
 		m, err = s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: h.lun.Path, IgroupName: igName})
+		if rest.IsNotFound(err) {
+			// The igroup may be gone: remembered and deleted by hand, or
+			// deleted by an unpublish of the node's last other LUN
+			// meanwhile (unmapKnown does not take the igroup's lock). Make
+			// it again and map once more (docs/design/ontap-rest.md §10.2).
+			s.igroups.forget(igName)
+			if err := s.ensureIgroup(ctx, igName, node.IQN); err != nil {
+				return nil, err
+			}
+			m, err = s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: h.lun.Path, IgroupName: igName})
+		}
 		if rest.IsAlreadyExists(err) {
 			var maps []rest.LUNMap
 			if maps, err = s.client.ListLUNMaps(ctx, h.lun.Path, igName); err == nil && len(maps) > 0 {
@@ -59,6 +80,7 @@ func (s *sanDriver) Publish(ctx context.Context, vol *backends.Volume, req *back
 			return nil, s.failure(err, "mapping LUN %s to igroup %s", h.lun.Path, igName)
 		}
 	}
+	h.lun.Mapped = true
 	portals, err := s.portals(ctx, m)
 	if err != nil {
 		return nil, err
@@ -125,6 +147,9 @@ func (s *sanDriver) existingMap(ctx context.Context, lun *rest.LUN, igName, iqn 
 // A new igroup is created with the IQN; one that exists without it (made
 // by another controller, or by Trident) gets it added.
 func (s *sanDriver) ensureIgroup(ctx context.Context, name, iqn string) error {
+	if _, ok := s.igroups.get(name, iqn); ok {
+		return nil
+	}
 	ig, err := s.client.GetIgroup(ctx, name)
 	if rest.IsNotFound(err) {
 		ig, err = s.client.CreateIgroup(ctx, name, iqn)
@@ -135,12 +160,12 @@ func (s *sanDriver) ensureIgroup(ctx context.Context, name, iqn string) error {
 	if err != nil {
 		return s.failure(err, "creating igroup %s", name)
 	}
-	if slices.Contains(ig.Initiators, iqn) {
-		return nil
+	if !slices.Contains(ig.Initiators, iqn) {
+		if err := s.client.AddInitiator(ctx, ig.UUID, iqn); err != nil && !rest.IsAlreadyExists(err) {
+			return s.failure(err, "adding initiator %s to igroup %s", iqn, name)
+		}
 	}
-	if err := s.client.AddInitiator(ctx, ig.UUID, iqn); err != nil && !rest.IsAlreadyExists(err) {
-		return s.failure(err, "adding initiator %s to igroup %s", iqn, name)
-	}
+	s.igroups.put(name, ig.UUID, iqn)
 	return nil
 }
 
@@ -170,13 +195,35 @@ func (s *sanDriver) fsType(ctx context.Context, vol *backends.Volume, req *backe
 // node's name, so nodes that are gone can be detached (Trident #691).
 // Shared igroups (Trident 20.10's "trident") are left as they are.
 func (s *sanDriver) Unpublish(ctx context.Context, vol *backends.Volume, nodeName string, _ *backends.Node) error {
+	return s.onGone(ctx, vol, true, s.VolumeAt, func(vol *backends.Volume) error {
+		return s.unpublish(ctx, vol, nodeName)
+	})
+}
+
+func (s *sanDriver) unpublish(ctx context.Context, vol *backends.Volume, nodeName string) error {
 	h := handleOf(vol)
 	if h.lun == nil {
 		return nil
 	}
+	if h.cached && nodeName != "" {
+		if done, err := s.unmapKnown(ctx, h.lun, igroupName(nodeName, s.installationID)); done || err != nil {
+			return err
+		}
+	}
 	maps, err := s.client.ListLUNMaps(ctx, h.lun.Path, "")
 	if err != nil {
 		return s.failure(err, "reading the maps of LUN %s", h.lun.Path)
+	}
+	if len(maps) == 0 && h.cached && h.lun.Mapped {
+		// Remembered mapped, listed unmapped: the LUN's path may have
+		// changed (the volume renamed by hand). Look it up again.
+		return errStale
+	}
+	h.lun.Mapped = false
+	for _, m := range maps {
+		if !isAnyNodeIgroup(m.IgroupName, s.installationID) || nodeName != "" && !isNodeIgroup(m.IgroupName, nodeName, s.installationID) {
+			h.lun.Mapped = true // another node's map, or a shared igroup's
+		}
 	}
 	match := func(ig string) bool { return isAnyNodeIgroup(ig, s.installationID) }
 	own := ""
@@ -218,7 +265,58 @@ func (s *sanDriver) unmap(ctx context.Context, m rest.LUNMap) error {
 		return s.failure(err, "unmapping LUN %s from igroup %s", m.LUNPath, m.IgroupName)
 	}
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"lun": m.LUNPath, "igroup": m.IgroupName}).Debug("LUN unmapped")
-	return s.deleteIgroupIfUnmapped(ctx, m.IgroupName)
+	return s.deleteIgroupUnlessMapped(ctx, m.IgroupName, m.IgroupUUID)
+}
+
+// deleteIgroupUnlessMapped deletes an igroup whose UUID is known if no LUN
+// is mapped to it, in one request: ONTAP refuses to delete a mapped igroup
+// without allow_delete_while_mapped (1254213, docs/design/ontap-rest.md
+// §3.9, §10.2): it needs no lock of the igroup to be right.
+func (s *sanDriver) deleteIgroupUnlessMapped(ctx context.Context, name, uuid string) error {
+	err := s.client.DeleteIgroup(ctx, uuid)
+	switch {
+	case err == nil || rest.IsNotFound(err):
+		s.igroups.forget(name)
+	case rest.IsInUse(err):
+		// Still mapped: other LUNs of the node, or another controller
+		// mapped one meanwhile. A transient refusal (a configuration
+		// lock) is throttled, not in use: it fails the call, so that its
+		// retry deletes the igroup.
+	default:
+		s.igroups.forget(name)
+		return s.failure(err, "deleting igroup %s", name)
+	}
+	return nil
+}
+
+// unmapKnown unmaps a remembered LUN from the node's igroup, remembered
+// too, by their UUIDs, without reading the LUN's maps, and deletes the
+// igroup if no LUN is left mapped to it, relying on ONTAP refusing to
+// delete a mapped igroup (1254213, docs/design/ontap-rest.md §3.9, §10.2).
+// done is false when the map was not there: the caller then reads the
+// LUN's maps (the node may reach the LUN through Trident's igroup).
+func (s *sanDriver) unmapKnown(ctx context.Context, lun *rest.LUN, igName string) (done bool, err error) {
+	igUUID, ok := s.igroups.get(igName, "")
+	if !ok || lun.UUID == "" {
+		return false, nil
+	}
+	// Without the igroup's lock: ONTAP decides whether the igroup is
+	// mapped in the DELETE itself, so no publish can map a LUN between a
+	// check and the delete; a publish whose igroup went meanwhile makes
+	// it again. Every LUN of a node shares its igroup, and the lock would
+	// put the node's unpublishes in a row.
+	err = s.client.DeleteLUNMap(ctx, lun.UUID, igUUID)
+	switch {
+	case rest.IsNotFound(err):
+		s.igroups.forget(igName)
+		return false, nil
+	case err != nil:
+		s.igroups.forget(igName)
+		return false, s.failure(err, "unmapping LUN %s from igroup %s", lun.Path, igName)
+	}
+	// Other nodes' maps are not known without a read.
+	lun.Mapped = true
+	return true, s.deleteIgroupUnlessMapped(ctx, igName, igUUID)
 }
 
 // deleteIgroupIfUnmapped runs with the igroup's lock held.
@@ -236,6 +334,9 @@ func (s *sanDriver) deleteIgroupIfUnmapped(ctx context.Context, name string) err
 	}
 	if err == nil {
 		err = s.client.DeleteIgroup(ctx, ig.UUID)
+	}
+	if err == nil || rest.IsNotFound(err) {
+		s.igroups.forget(name)
 	}
 	// In use: another controller mapped a LUN to it meanwhile; it stays.
 	// A transient refusal (a configuration lock) is throttled, not in use:

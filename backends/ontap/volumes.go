@@ -18,6 +18,9 @@ type handle struct {
 	vol  *rest.Volume
 	meta *volumeMeta // nil for volumes made by Trident or by hand
 	lun  *rest.LUN   // ontap-san, when read
+	// cached: the volume came from the identity cache (identities.go), not
+	// from a lookup made for this call.
+	cached bool
 }
 
 func handleOf(v *backends.Volume) *handle {
