@@ -99,12 +99,22 @@ func (s *Service) unpublish(ctx context.Context, req *csi.ControllerUnpublishVol
 		return pending(id)
 	}
 	defer unlock()
+	d, err := s.mustFence(ctx, nodeID)
+	if err != nil {
+		return err
+	}
+	if d.fence {
+		s.recordCache.Delete(id) // fencing.go: where the volume is, read afresh
+	}
 	f, err := s.findVolume(ctx, id)
 	if errors.Is(err, backends.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if d.fence {
+		return s.fence(ctx, f, nodeID, d)
 	}
 	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "node": nodeID, "backend": f.backend.Name()})
 	var node *backends.Node
