@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/sirupsen/logrus"
 
@@ -102,7 +101,10 @@ func (s *Service) fence(ctx context.Context, f *found, nodeID string, d fenceDec
 	removed, err := fencer.Fence(ctx, f.vol, nodeID, node)
 	if err != nil {
 		log.WithError(err).WithField("removed", removed).Warn("node is not fenced: the detach fails and is retried")
-		return backends.Named(f.backend.Name(), fmt.Errorf("fencing node %s (%s): %w", nodeID, d.reason, err))
+		// Always Unavailable, whatever the backend's kind: external-attacher
+		// takes NotFound from a detach for "already detached", which a
+		// fence that did not hold must never say.
+		return backends.Named(f.backend.Name(), backends.Errorf(backends.ErrNotFenced, "fencing node %s (%s): %w", nodeID, d.reason, err))
 	}
 	log.WithField("removed", removed).Info("node fenced: ONTAP confirms it has no access to the volume")
 	return nil

@@ -40,6 +40,7 @@ func (f *fakeStates) NodeState(_ context.Context, id string) (NodeState, error) 
 type fencingBackend struct {
 	*fakeBackend
 	notFenced bool
+	fenceErr  error            // returned by Fence when set
 	fences    []string         // node names fenced
 	nodes     []*backends.Node // what each fence was told of the node
 }
@@ -49,6 +50,9 @@ func (f *fencingBackend) Fence(_ context.Context, v *backends.Volume, nodeName s
 	defer f.mu.Unlock()
 	if f.notFenced {
 		return nil, backends.Errorf(backends.ErrNotFenced, "node %s still reaches %s", nodeName, v.ID)
+	}
+	if f.fenceErr != nil {
+		return nil, f.fenceErr
 	}
 	f.fences = append(f.fences, nodeName)
 	f.nodes = append(f.nodes, node)
@@ -116,6 +120,7 @@ func TestUnpublishFences(t *testing.T) {
 		forceDetach bool
 		notFencer   bool // the backend cannot fence
 		notFenced   bool // the backend's fence is not confirmed
+		failWith    error
 		nodeID      string
 		want        codes.Code
 		fenced      bool
@@ -131,6 +136,8 @@ func TestUnpublishFences(t *testing.T) {
 		{name: "Node lookup fails: nothing changes", statesErr: errors.New("apiserver down"), want: codes.Unavailable},
 		{name: "Node lookup fails, force detach: nothing changes", statesErr: errors.New("apiserver down"), forceDetach: true, want: codes.Unavailable},
 		{name: "fence not confirmed: nothing reported detached", states: map[string]NodeState{node: {OutOfService: true}}, notFenced: true, want: codes.Unavailable},
+		// NotFound from a detach tells external-attacher "detached".
+		{name: "fence fails NotFound: Unavailable", states: map[string]NodeState{node: {OutOfService: true}}, failWith: backends.Errorf(backends.ErrNotFound, "igroup gone"), want: codes.Unavailable},
 		{name: "backend cannot fence: nothing changes", states: map[string]NodeState{node: {OutOfService: true}}, notFencer: true, want: codes.Unavailable},
 		{name: "unregistered node with taint: fenced by name", states: map[string]NodeState{"node-7": {OutOfService: true}}, nodeID: "node-7", want: codes.OK, fenced: true},
 	} {
@@ -154,6 +161,7 @@ func TestUnpublishFences(t *testing.T) {
 			}
 			fake.vols[vol] = &backends.Volume{ID: vol}
 			fake.published[vol] = []string{nodeID, "node-2"}
+			fb.fenceErr = tc.failWith
 
 			_, err = s.ControllerUnpublishVolume(context.Background(), &csi.ControllerUnpublishVolumeRequest{VolumeId: vol, NodeId: nodeID})
 			if code(err) != tc.want {

@@ -82,6 +82,8 @@ func mountOptions(flags []string) []string {
 
 // ControllerUnpublishVolume revokes a node's access. A volume that is gone
 // is unpublished; a node that is gone is handled by name (Trident #691).
+// A node that must be fenced is cut off and ONTAP confirms it before OK
+// (fencing.go, docs/design/fencing.md §3.1).
 func (s *Service) ControllerUnpublishVolume(ctx context.Context, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
 	return reply(&csi.ControllerUnpublishVolumeResponse{}, s.unpublish(ctx, req))
 }
