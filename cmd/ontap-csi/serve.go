@@ -90,6 +90,9 @@ func serve(ctx context.Context, o *options) error {
 		}
 		csi.RegisterNodeServer(grpcServer, nodeSvc)
 		nodeSvc.Start(ctx)
+		if o.csiRole == roleNode {
+			cleanStale(ctx, o, nodeSvc) // before registration (nodeinfo.go)
+		}
 	}
 	if o.csiRole == roleNode {
 		return serveRegistered(ctx, o, grpcServer, &servers, log)
