@@ -105,6 +105,7 @@ var kindCodes = map[error]codes.Code{
 	backends.ErrExhausted:     codes.ResourceExhausted,
 	backends.ErrUnavailable:   codes.Unavailable,
 	backends.ErrPending:       codes.Aborted,
+	backends.ErrNotFenced:     codes.Unavailable, // fencing.go: the detach is retried
 }
 
 // codeOf classifies err: the controller's own refusal first, then the

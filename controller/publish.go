@@ -82,6 +82,8 @@ func mountOptions(flags []string) []string {
 
 // ControllerUnpublishVolume revokes a node's access. A volume that is gone
 // is unpublished; a node that is gone is handled by name (Trident #691).
+// A node that must be fenced is cut off and ONTAP confirms it before OK
+// (fencing.go, docs/design/fencing.md §3.1).
 func (s *Service) ControllerUnpublishVolume(ctx context.Context, req *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
 	return reply(&csi.ControllerUnpublishVolumeResponse{}, s.unpublish(ctx, req))
 }
@@ -99,12 +101,27 @@ func (s *Service) unpublish(ctx context.Context, req *csi.ControllerUnpublishVol
 		return pending(id)
 	}
 	defer unlock()
-	f, err := s.findVolumeCached(ctx, id)
+	d, err := s.mustFence(ctx, nodeID)
+	if err != nil {
+		return err
+	}
+	// A fence must see where the volume is on ONTAP now (fencing.go):
+	// neither the controller's records nor the backend's identity cache.
+	var f *found
+	if d.fence {
+		s.recordCache.Delete(id)
+		f, err = s.findVolume(ctx, id)
+	} else {
+		f, err = s.findVolumeCached(ctx, id)
+	}
 	if errors.Is(err, backends.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if d.fence {
+		return s.fence(ctx, f, nodeID, d)
 	}
 	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": id, "node": nodeID, "backend": f.backend.Name()})
 	var node *backends.Node

@@ -40,6 +40,10 @@ type Config struct {
 	// Records, if set, says where volumes whose ONTAP name is not the
 	// naming rule's live.
 	Records VolumeRecords
+	// NodeStates, if set, reads Nodes for fencing (fencing.go), and
+	// ForceDetach is Trident's --enable_force_detach.
+	NodeStates  NodeStates
+	ForceDetach bool
 }
 
 // BackendSource supplies backends that change at run time.
@@ -65,6 +69,8 @@ type Service struct {
 	records     VolumeRecords
 	recordCache sync.Map
 	locks       keymutex.Mutex // keys in locks.go
+	nodeStates  NodeStates
+	forceDetach bool
 }
 
 // New returns a controller serving cfg's backends. With none it still
@@ -87,6 +93,9 @@ func New(cfg Config) (*Service, error) {
 		nodes:   cfg.Nodes,
 		claims:  cfg.Claims,
 		records: cfg.Records,
+
+		nodeStates:  cfg.NodeStates,
+		forceDetach: cfg.ForceDetach,
 	}, nil
 }
 

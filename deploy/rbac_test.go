@@ -100,10 +100,13 @@ var allowedRBAC = map[string][]string{
 	// node info annotation onto it when it is not current (get, patch; the
 	// ValidatingAdmissionPolicy of TestNodeInfoPolicy narrows the patch to
 	// that annotation of the pod's own Node); the
-	// registration watchdog's informer on its own CSINode (get, list, watch).
+	// registration watchdog's informer on its own CSINode (get, list, watch);
+	// node/kubenode's Attachments at start: the node's VolumeAttachments
+	// (list) and their PVs' volume handles (get), for node/cleanup.go.
 	"ClusterRole/ontap-csi-node": {
 		"/nodes:get", "/nodes:patch",
 		"storage.k8s.io/csinodes:get", "storage.k8s.io/csinodes:list", "storage.k8s.io/csinodes:watch",
+		"storage.k8s.io/volumeattachments:list", "/persistentvolumes:get",
 	},
 	// ontap-csi's controller with --crd_persistence, in its namespace only
 	// (Trident's TridentBackendConfigs, their Secrets and TridentNodes live

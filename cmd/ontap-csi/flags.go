@@ -61,6 +61,10 @@ type options struct {
 	// volumes and snapshots (package inventory).
 	backendPollInterval time.Duration
 
+	// enableForceDetach is Trident's --enable_force_detach: fence a Node
+	// that is not Ready before detaching from it (controller/fencing.go).
+	enableForceDetach bool
+
 	// Node data path.
 	trackingDir        string
 	lockDir            string
@@ -94,7 +98,7 @@ var tridentIgnored = map[string]bool{ // name -> is a bool flag
 	"disable_audit_log": true, "log_workflows": false, "log_layers": false,
 	"enable_acp": true, "acp_address": false,
 	"iscsi_self_healing_interval": false, "iscsi_self_healing_wait_time": false,
-	"nvme_self_healing_interval": false, "enable_concurrency": true, "enable_force_detach": true,
+	"nvme_self_healing_interval": false, "enable_concurrency": true,
 	"autogrow_period": false, "tagri_timeout": false,
 }
 
@@ -161,6 +165,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.metrics, "metrics", false, "serve metrics on --metrics_address:--metrics_port (Trident's flags; --metrics-address wins)")
 	fs.StringVar(&o.metricsHost, "metrics_address", "", "Trident's metrics address, used with --metrics")
 	fs.StringVar(&o.metricsPort, "metrics_port", "8001", "Trident's metrics port, used with --metrics")
+	fs.BoolVar(&o.enableForceDetach, "enable_force_detach", false, "controller: a detach from a Node that is not Ready (or gone) first fences it on ONTAP, as one from a Node with the node.kubernetes.io/out-of-service taint always does (Trident's flag; docs/design/fencing.md §2)")
 	o.tridentAPI.register(fs)
 
 	fs.StringVar(&o.driverName, "driver-name", "csi.trident.netapp.io", "CSI driver name")

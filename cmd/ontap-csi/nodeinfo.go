@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"os"
+	"time"
+
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/ontap-csi/ontap-csi/controller/kubenodes"
+	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/node/kubenode"
 	"github.com/ontap-csi/ontap-csi/nodeinfo"
 	"github.com/ontap-csi/ontap-csi/server"
@@ -87,4 +92,41 @@ func nodeInfoClient(cfg *rest.Config) (dynamic.Interface, error) {
 		return nil, err
 	}
 	return dynamic.NewForConfigAndClient(cfg, hc)
+}
+
+// staleCleanupTimeout bounds the cleanup of stale volumes at start-up: it
+// delays registration, and kubelet's own unpublish and unstage finish
+// whatever it leaves.
+const staleCleanupTimeout = 2 * time.Minute
+
+// cleanStale cleans, before the node plugin registers with kubelet, the
+// volumes this node still holds that no VolumeAttachment names any more:
+// those fenced and force-detached while the node was away
+// (docs/design/fencing.md §4). Only in ontap-csi's own install, whose node
+// ServiceAccount may list VolumeAttachments and get PersistentVolumes
+// (deploy/); Trident's node ServiceAccount may not. A failure is logged and
+// never stops the plugin.
+func cleanStale(ctx context.Context, o *options, svc *node.Service) {
+	if _, err := os.Stat(o.tridentAPI.clientCert); err == nil {
+		return // under Trident's DaemonSet
+	}
+	cfg := inClusterConfig("stale volumes of a fenced node are not cleaned at start")
+	if cfg == nil {
+		return
+	}
+	client, err := nodeInfoClient(cfg)
+	if err != nil {
+		logrus.WithError(err).Warn("Kubernetes client unusable: stale volumes of a fenced node are not cleaned at start")
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, staleCleanupTimeout)
+	defer cancel()
+	cleaned, err := svc.CleanStale(ctx, kubenode.NewAttachments(client, o.driverName))
+	if err != nil {
+		logrus.WithError(err).Warn("stale volumes not cleaned at start; nothing was touched")
+		return
+	}
+	if len(cleaned) > 0 {
+		logrus.WithField("volumes", cleaned).Info("cleaned the volumes no longer attached to this node before registering")
+	}
 }

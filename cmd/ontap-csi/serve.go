@@ -20,6 +20,7 @@ import (
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
 	"github.com/ontap-csi/ontap-csi/controller/inventory"
+	"github.com/ontap-csi/ontap-csi/controller/kubenodes"
 	"github.com/ontap-csi/ontap-csi/controller/kubevolumes"
 	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/server"
@@ -89,6 +90,9 @@ func serve(ctx context.Context, o *options) error {
 		}
 		csi.RegisterNodeServer(grpcServer, nodeSvc)
 		nodeSvc.Start(ctx)
+		if o.csiRole == roleNode {
+			cleanStale(ctx, o, nodeSvc) // before registration (nodeinfo.go)
+		}
 	}
 	if o.csiRole == roleNode {
 		return serveRegistered(ctx, o, grpcServer, &servers, log)
@@ -106,7 +110,7 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 		return nil, err
 	}
 	nodes := controller.NewNodes()
-	cfg := controller.Config{Backends: bs, Nodes: nodes}
+	cfg := controller.Config{Backends: bs, Nodes: nodes, ForceDetach: o.enableForceDetach}
 	// The inventory checks and lists what the controller serves, and reads
 	// the cluster where it can; it runs once both are known.
 	facts := &clusterFacts{driver: o.driverName, countNodes: func(context.Context) (int, error) { return nodes.Len(), nil }}
@@ -141,6 +145,9 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 			tridentNS = tc.namespace
 		}
 		cfg.Claims = kubevolumes.NewClaims(facts.kube, tc != nil)
+		// Fencing before a detach reads the Node's taints and Ready
+		// condition (controller/fencing.go).
+		cfg.NodeStates = kubenodes.NewStates(facts.kube)
 		cfg.Records = kubevolumes.NewRecords(facts.kube, o.driverName, tridentNS)
 	}
 	if ctrl, err = newController(cfg); err != nil {

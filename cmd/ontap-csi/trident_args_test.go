@@ -86,7 +86,7 @@ var tridentContainers = []struct {
 			"--k8s_api_qps=100.0",
 			"--k8s_api_burst=200",
 		},
-		ignored: []string{"--iscsi_self_healing_interval=5m0s", "--log_workflows=", "--enable_force_detach=false"},
+		ignored: []string{"--iscsi_self_healing_interval=5m0s", "--log_workflows="},
 	},
 	{
 		name: "26.06 controller Deployment",
@@ -122,6 +122,7 @@ var implementedTridentFlags = []string{
 	"--crd_persistence", "--k8s_pod", "--k8s_api_server", "--k8s_api_qps", "--k8s_api_burst",
 	"--rest=", "--address", "--port", "--https_rest", "--https_address", "--https_port",
 	"--https_ca_cert", "--https_server_cert", "--https_server_key", "--https_client_cert", "--https_client_key",
+	"--enable_force_detach",
 }
 
 // checkIgnoredFlags checks the one log line naming the ignored Trident flags.
