@@ -95,9 +95,10 @@ func nodeInfoClient(cfg *rest.Config) (dynamic.Interface, error) {
 }
 
 // staleCleanupTimeout bounds the cleanup of stale volumes at start-up: it
-// delays registration, and kubelet's own unpublish and unstage finish
-// whatever it leaves.
-const staleCleanupTimeout = 2 * time.Minute
+// delays registration, which during a rollout the predecessor covers only
+// for its termination grace (docs/design/registration.md §5.4), and kubelet's
+// own unpublish and unstage finish whatever it leaves.
+const staleCleanupTimeout = 30 * time.Second
 
 // cleanStale cleans, before the node plugin registers with kubelet, the
 // volumes this node still holds that no VolumeAttachment names any more:

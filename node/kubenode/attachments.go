@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/ontap-csi/ontap-csi/node"
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
 
 var (
@@ -44,6 +45,12 @@ func NewAttachments(client dynamic.Interface, driver string) *Attachments {
 // read that fails, or a PV that is gone or is not this driver's, fails the
 // whole answer: a guess could call an attached volume stale.
 func (a *Attachments) AttachedVolumes(ctx context.Context, nodeID string) (map[string]bool, error) {
+	// A VolumeAttachment names the Kubernetes Node. A node ID that is not
+	// a Node's name (a misconfigured --node-name) would match none, and
+	// every volume of the node would read as stale: make sure it is one.
+	if _, err := a.client.Resource(nodeinfo.NodesGVR).Get(ctx, nodeID, metav1.GetOptions{}); err != nil {
+		return nil, fmt.Errorf("reading Node %s, which this node's VolumeAttachments name: %w", nodeID, err)
+	}
 	list, err := a.client.Resource(VolumeAttachmentsGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing VolumeAttachments: %w", err)

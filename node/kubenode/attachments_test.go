@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
 
 const driver = "csi.trident.netapp.io"
@@ -31,9 +33,18 @@ func pv(name, handle string) *unstructured.Unstructured {
 	}}
 }
 
+func k8sNode(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": name}}}
+}
+
+// newAttachFake serves objs and the Node node-1.
 func newAttachFake(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
+	return newAttachFakeNoNode(append(objs, k8sNode("node-1"))...)
+}
+
+func newAttachFakeNoNode(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		VolumeAttachmentsGVR: "VolumeAttachmentList", PersistentVolumesGVR: "PersistentVolumeList",
+		VolumeAttachmentsGVR: "VolumeAttachmentList", PersistentVolumesGVR: "PersistentVolumeList", nodeinfo.NodesGVR: "NodeList",
 	}, objs...)
 }
 
@@ -53,9 +64,11 @@ func TestAttachedVolumes(t *testing.T) {
 		t.Errorf("got %v, %v; want %v", got, err, want)
 	}
 
-	// Whatever cannot be read fails the whole answer.
+	// Whatever cannot be read fails the whole answer; so does a node ID
+	// that names no Node, which no VolumeAttachment could name either.
 	for name, c := range map[string]*dynamicfake.FakeDynamicClient{
-		"PV gone": newAttachFake(va("a1", driver, "node-1", "pvc-1", true)),
+		"no Node of that name": newAttachFakeNoNode(va("a1", driver, "node-1", "pvc-1", true), pv("pvc-1", "pvc-1")),
+		"PV gone":              newAttachFake(va("a1", driver, "node-1", "pvc-1", true)),
 		"PV without a handle": newAttachFake(va("a1", driver, "node-1", "pvc-1", true),
 			&unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "PersistentVolume", "metadata": map[string]any{"name": "pvc-1"}}}),
 	} {
