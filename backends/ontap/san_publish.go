@@ -58,26 +58,8 @@ func (s *sanDriver) publish(ctx context.Context, vol *backends.Volume, req *back
 		}
 	}
 	if m == nil {
-		m, err = s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: h.lun.Path, IgroupName: igName})
-		if rest.IsNotFound(err) {
-			// The igroup may be gone: remembered and deleted by hand, or
-			// deleted by an unpublish of the node's last other LUN
-			// meanwhile (unmapKnown does not take the igroup's lock). Make
-			// it again and map once more (docs/design/ontap-rest.md §10.2).
-			s.igroups.forget(igName)
-			if err := s.ensureIgroup(ctx, igName, node.IQN); err != nil {
-				return nil, err
-			}
-			m, err = s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: h.lun.Path, IgroupName: igName})
-		}
-		if rest.IsAlreadyExists(err) {
-			var maps []rest.LUNMap
-			if maps, err = s.client.ListLUNMaps(ctx, h.lun.Path, igName); err == nil && len(maps) > 0 {
-				m = &maps[0]
-			}
-		}
-		if err != nil || m == nil {
-			return nil, s.failure(err, "mapping LUN %s to igroup %s", h.lun.Path, igName)
+		if m, err = s.mapLUN(ctx, h.lun.Path, igName, node.IQN); err != nil {
+			return nil, err
 		}
 	}
 	h.lun.Mapped = true
@@ -116,6 +98,33 @@ func (s *sanDriver) publish(ctx context.Context, vol *backends.Volume, req *back
 		pc["iscsiTargetSecret"] = string(s.cfg.CHAPTargetInitiatorSecret)
 	}
 	return pc, nil
+}
+
+// mapLUN maps the LUN to the node's igroup, which ensureIgroup has just
+// made sure of.
+func (s *sanDriver) mapLUN(ctx context.Context, lunPath, igName, iqn string) (*rest.LUNMap, error) {
+	m, err := s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: lunPath, IgroupName: igName})
+	if rest.IsNotFound(err) {
+		// The igroup may be gone: remembered and deleted by hand, or
+		// deleted by an unpublish of the node's last other LUN meanwhile
+		// (unmapKnown does not take the igroup's lock). Make it again and
+		// map once more (docs/design/ontap-rest.md §10.2).
+		s.igroups.forget(igName)
+		if err := s.ensureIgroup(ctx, igName, iqn); err != nil {
+			return nil, err
+		}
+		m, err = s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: lunPath, IgroupName: igName})
+	}
+	if rest.IsAlreadyExists(err) {
+		var maps []rest.LUNMap
+		if maps, err = s.client.ListLUNMaps(ctx, lunPath, igName); err == nil && len(maps) > 0 {
+			m = &maps[0]
+		}
+	}
+	if err != nil || m == nil {
+		return nil, s.failure(err, "mapping LUN %s to igroup %s", lunPath, igName)
+	}
+	return m, nil
 }
 
 // existingMap returns the map through which the node already reaches the
