@@ -166,14 +166,9 @@ func allNodeAddrs(clients []string, addrs []netip.Addr) bool {
 	return true
 }
 
-// mayAdmit reports whether an export rule client may match one of addrs.
+// mayAdmit reports whether an export rule client may match one of addrs:
+// a match by name cannot be ruled out.
 func mayAdmit(client string, addrs []netip.Addr) bool {
-	client = strings.TrimSpace(client)
-	if a, err := netip.ParseAddr(client); err == nil {
-		return slices.Contains(addrs, a.Unmap())
-	}
-	if p, err := netip.ParsePrefix(client); err == nil {
-		return slices.ContainsFunc(addrs, p.Contains)
-	}
-	return true
+	match, known := clientMatch(client, addrs)
+	return match || !known
 }

@@ -95,9 +95,10 @@ func (n *nasDriver) policyRules(ctx context.Context) (map[string][]rest.ExportRu
 // admittedNodes returns the names of the nodes that one of rules admits, sorted.
 func admittedNodes(nodes []backends.Node, rules []rest.ExportRule) []string {
 	out := []string{}
-	for _, node := range nodes {
-		if slices.ContainsFunc(rules, func(r rest.ExportRule) bool { return ruleAdmits(r, node.IPs) }) {
-			out = append(out, node.Name)
+	for i := range nodes {
+		addrs := nodeAddrs(&nodes[i])
+		if slices.ContainsFunc(rules, func(r rest.ExportRule) bool { return ruleAdmits(r, addrs) }) {
+			out = append(out, nodes[i].Name)
 		}
 	}
 	slices.Sort(out)
@@ -108,28 +109,26 @@ func admittedNodes(nodes []backends.Node, rules []rest.ExportRule) []string {
 // mount over NFS. A client match ONTAP resolves by name (host name,
 // netgroup, domain) cannot be judged here and admits no one: the worst
 // that follows is a publish that changes nothing.
-func ruleAdmits(r rest.ExportRule, ips []string) bool {
-	if !grantsNFS(r) {
-		return false
+func ruleAdmits(r rest.ExportRule, addrs []netip.Addr) bool {
+	return grantsNFS(r) && slices.ContainsFunc(r.Clients, func(c string) bool {
+		match, _ := clientMatch(c, addrs)
+		return match
+	})
+}
+
+// clientMatch reports whether an export rule's client match names one of
+// addrs (an address or a prefix). known is false for a match ONTAP
+// resolves by name (a host name, a netgroup, a domain), which cannot be
+// judged here: published-node listing counts it out, fencing counts it in.
+func clientMatch(client string, addrs []netip.Addr) (match, known bool) {
+	client = strings.TrimSpace(client)
+	if a, err := netip.ParseAddr(client); err == nil {
+		return slices.Contains(addrs, a.Unmap()), true
 	}
-	for _, m := range r.Clients {
-		m = strings.TrimSpace(m)
-		var match func(netip.Addr) bool
-		if p, err := netip.ParsePrefix(m); err == nil {
-			match = p.Masked().Contains
-		} else if a, err := netip.ParseAddr(m); err == nil {
-			a = a.Unmap()
-			match = func(b netip.Addr) bool { return a == b }
-		} else {
-			continue
-		}
-		for _, ip := range ips {
-			if a, err := netip.ParseAddr(strings.TrimSpace(ip)); err == nil && match(a.Unmap()) {
-				return true
-			}
-		}
+	if p, err := netip.ParsePrefix(client); err == nil {
+		return slices.ContainsFunc(addrs, p.Contains), true
 	}
-	return false
+	return false, false
 }
 
 // grantsNFS: the rule serves NFS and grants some access (its ro_rule or

@@ -3,6 +3,7 @@ package ontap
 import (
 	"testing"
 
+	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
@@ -31,7 +32,7 @@ func TestRuleAdmits(t *testing.T) {
 		{"NFSv4", rest.ExportRule{Clients: []string{"10.1.1.1"}, Protocols: []string{"nfs4"}}, true},
 		{"any protocol", rest.ExportRule{Clients: []string{"10.1.1.1"}, Protocols: []string{"any"}}, true},
 	} {
-		if got := ruleAdmits(tc.rule, ips); got != tc.want {
+		if got := ruleAdmits(tc.rule, nodeAddrs(&backends.Node{IPs: ips})); got != tc.want {
 			t.Errorf("%s: %+v admits %v: %v, want %v", tc.name, tc.rule, ips, got, tc.want)
 		}
 	}

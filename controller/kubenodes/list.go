@@ -8,7 +8,6 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
-	"github.com/ontap-csi/ontap-csi/nodeinfo"
 )
 
 var _ controller.NodeLister = (*Registry)(nil)
@@ -23,16 +22,9 @@ func (r *Registry) ListNodes(ctx context.Context) ([]backends.Node, error) {
 	}
 	out := make([]backends.Node, 0, len(list.Items))
 	for i := range list.Items {
-		obj := &list.Items[i]
-		value, ok := obj.GetAnnotations()[nodeinfo.AnnotationKey]
-		if !ok {
-			continue
+		if n, why := infoOf(&list.Items[i]); why == "" {
+			out = append(out, n)
 		}
-		n, err := nodeinfo.ParseAnnotation(value)
-		if err != nil || n.Name != obj.GetName() {
-			continue
-		}
-		out = append(out, n)
 	}
 	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/ontap-csi/ontap-csi/backends"
@@ -73,24 +74,31 @@ func (r *Registry) Node(ctx context.Context, nodeID string) (*backends.Node, err
 	if err != nil {
 		return nil, fmt.Errorf("reading Node %s: %w", nodeID, err)
 	}
-	value, ok := obj.GetAnnotations()[nodeinfo.AnnotationKey]
-	if !ok {
-		return nil, fmt.Errorf("node %q: %w (the Node has no %s annotation: its node plugin has not reported; is the ontap-csi node pod running there?)",
-			nodeID, controller.ErrNodeNotFound, nodeinfo.AnnotationKey)
-	}
-	n, err := nodeinfo.ParseAnnotation(value)
-	if err != nil {
-		return nil, fmt.Errorf("node %q: %w (its %s annotation is not node info: %v; its node plugin has not reported usable info)",
-			nodeID, controller.ErrNodeNotFound, nodeinfo.AnnotationKey, err)
-	}
-	if n.Name != nodeID {
-		// Copied from another Node, or hand-edited: not this node's IQN.
-		return nil, fmt.Errorf("node %q: %w (its %s annotation names node %q: its node plugin has not reported)",
-			nodeID, controller.ErrNodeNotFound, nodeinfo.AnnotationKey, n.Name)
+	n, why := infoOf(obj)
+	if why != "" {
+		return nil, fmt.Errorf("node %q: %w (%s)", nodeID, controller.ErrNodeNotFound, why)
 	}
 	r.store(n)
 	n.IPs = slices.Clone(n.IPs)
 	return &n, nil
+}
+
+// infoOf is the node info a Node's node plugin reported in its
+// annotation; why says what is wrong when there is none usable.
+func infoOf(obj *unstructured.Unstructured) (n backends.Node, why string) {
+	value, ok := obj.GetAnnotations()[nodeinfo.AnnotationKey]
+	if !ok {
+		return n, fmt.Sprintf("the Node has no %s annotation: its node plugin has not reported; is the ontap-csi node pod running there?", nodeinfo.AnnotationKey)
+	}
+	n, err := nodeinfo.ParseAnnotation(value)
+	if err != nil {
+		return n, fmt.Sprintf("its %s annotation is not node info: %v; its node plugin has not reported usable info", nodeinfo.AnnotationKey, err)
+	}
+	if n.Name != obj.GetName() {
+		// Copied from another Node, or hand-edited: not this node's IQN.
+		return n, fmt.Sprintf("its %s annotation names node %q: its node plugin has not reported", nodeinfo.AnnotationKey, n.Name)
+	}
+	return n, ""
 }
 
 func (r *Registry) cached(nodeID string) (*backends.Node, bool) {
