@@ -490,6 +490,14 @@ func TestListVolumesPagination(t *testing.T) {
 			t.Errorf("token %q: %v, want Aborted", bad, err)
 		}
 	}
+	// A negative max_entries is refused before ONTAP's publications are read.
+	before := nas.listings
+	if _, err := s.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: -1}); code(err) != codes.InvalidArgument {
+		t.Errorf("max_entries -1: %v, want InvalidArgument", err)
+	}
+	if nas.listings != before {
+		t.Errorf("max_entries -1 read published nodes %d times", nas.listings-before)
+	}
 }
 
 func TestGetCapacity(t *testing.T) {
