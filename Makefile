@@ -27,9 +27,13 @@ lint:
 # sync loops, rollouts, the guest's timers), and they share nothing but the
 # CPU: side by side they take about as long as the longer one (cold: 29 min
 # for 28 and 25, docs/e2e.md). Each one's output is printed whole when it
-# ends.
+# ends. When either fails, the failures are printed again at the very end
+# (the other suite's whole output would otherwise bury them), from a copy of
+# the output kept in bin/e2e-vm.log.
 test: lint tools build unit fuzz kubelet demo
-	$(MAKE) --no-print-directory -j2 --output-sync=target e2e vm
+	@set -o pipefail; $(MAKE) --no-print-directory -j2 --output-sync=target e2e vm 2>&1 | tee bin/e2e-vm.log || { \
+		echo "=== make test: e2e or vm failed; the first failures, each with the 25 lines before it (all of it in bin/e2e-vm.log):"; \
+		grep -n -B25 -A2 -e '--- FAIL' -e '^FAIL' -e 'Error [0-9]' bin/e2e-vm.log | head -n 150; exit 1; }
 
 # Tests that need the binary use the one built here (static, like the image).
 unit: build
