@@ -78,6 +78,25 @@ func TestNameTemplateNamesNewVolumes(t *testing.T) {
 					t.Errorf("the naming rule found %s: %v", tc.id, err)
 				}
 			}
+			// A clone is named by the template too; deleting it removes
+			// the snapshot of the parent it was made from.
+			parent, err := b.(backends.VolumeLocator).VolumeAt(ctx, pv1, "Prod_1_apps_data_0_5e0c8")
+			must(t, err)
+			cr := req("pvc-c10ec10e-0000-4000-8000-000000000000", pool("b1_pool_0"), backends.Claim{Name: "copy", Namespace: "apps"})
+			cr.Source = &backends.Source{Volume: parent}
+			clone, err := b.CreateVolume(ctx, cr)
+			if err != nil || clone.Context["internalName"] != "Prod_1_apps_copy_c10ec" {
+				t.Fatalf("clone: %v %+v", err, clone)
+			}
+			if v, _ := s.Volume("Prod_1_apps_data_0_5e0c8"); !slices.Contains(v.Snapshots, "Prod_1_apps_copy_c10ec") {
+				t.Errorf("clone's snapshot of its parent: %v", v.Snapshots)
+			}
+			clone, err = b.(backends.VolumeLocator).VolumeAt(ctx, cr.Name, "Prod_1_apps_copy_c10ec")
+			must(t, err)
+			must(t, b.DeleteVolume(ctx, clone))
+			if v, _ := s.Volume("Prod_1_apps_data_0_5e0c8"); len(v.Snapshots) != 0 {
+				t.Errorf("snapshots left on the parent after the clone's delete: %v", v.Snapshots)
+			}
 			// Another claim of the same name whose UID starts alike.
 			if _, err := b.CreateVolume(ctx, req(pv2, pool("b1_pool_0"), claim)); !errors.Is(err, backends.ErrAlreadyExists) {
 				t.Errorf("second claim rendering Prod_1_apps_data_0_5e0c8: %v, want ErrAlreadyExists", err)
