@@ -202,11 +202,21 @@ type CreateRequest struct {
 	// Topologies are the requisite topologies the volume must be
 	// reachable from; nil means no constraint.
 	Topologies []map[string]string
+	// Claim is what the CO told of the claim the volume is for; backends
+	// that name volumes after it (Trident's nameTemplate) read it.
+	Claim Claim
 	// Fresh says that the controller did not look for what an earlier
 	// attempt of this request made. A FreshCreator that finds the name
 	// taken then fails with ErrNameTaken, changing nothing, and the
 	// controller looks the volume up and asks again without Fresh.
 	Fresh bool
+}
+
+// Claim is the Kubernetes PersistentVolumeClaim a volume is created for,
+// as csi-provisioner's --extra-create-metadata or the claim itself tells;
+// "" where unknown.
+type Claim struct {
+	Name, Namespace, StorageClass string
 }
 
 // Source is where a clone comes from: exactly one field is set.

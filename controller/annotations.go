@@ -16,6 +16,8 @@ type Claim struct {
 	Annotations     map[string]string
 	// VolumeName is the PV the claim is bound to, "" while unbound.
 	VolumeName string
+	// StorageClass is the claim's spec.storageClassName.
+	StorageClass string
 }
 
 // The CO's create metadata: csi-provisioner adds these parameters with

@@ -272,3 +272,44 @@ func TestClaimByVolumeName(t *testing.T) {
 		})
 	}
 }
+
+// The backend learns the claim a volume is for (Trident's nameTemplate
+// renders it): from csi-provisioner's metadata, overlaid by the claim
+// itself when the Kubernetes API is read (it alone knows the storage
+// class), or found by the UID in the volume's name.
+func TestCreateRequestCarriesTheClaim(t *testing.T) {
+	const uid = "5e0c8a43-1b2d-4c6e-9f70-8a9b0c1d2e3f"
+	named := &Claim{Namespace: "apps", Name: "data-0", StorageClass: "gold"}
+	byUID := &Claim{Namespace: "ops", Name: "logs", StorageClass: "silver"}
+	for _, tc := range []struct {
+		name   string
+		api    bool // a ClaimReader is configured
+		params map[string]string
+		want   backends.Claim
+	}{
+		{"metadata, no API", false, claimParams("apps", "data-0", nil), backends.Claim{Name: "data-0", Namespace: "apps"}},
+		{"metadata and API", true, claimParams("apps", "data-0", nil), backends.Claim{Name: "data-0", Namespace: "apps", StorageClass: "gold"}},
+		{"API by UID", true, nil, backends.Claim{Name: "logs", Namespace: "ops", StorageClass: "silver"}},
+		{"neither", false, nil, backends.Claim{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, nas, _, fc := claimService(t, named)
+			fc.byUID = map[string]*Claim{uid: byUID}
+			if !tc.api {
+				s.claims = nil
+			}
+			params := map[string]string{"backendType": "ontap-nas"}
+			for k, v := range tc.params {
+				params[k] = v
+			}
+			_, err := s.CreateVolume(context.Background(), &csi.CreateVolumeRequest{
+				Name: "pvc-" + uid, VolumeCapabilities: []*csi.VolumeCapability{mountCap(rwo, "")}, Parameters: params})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := nas.creates[0].Claim; got != tc.want {
+				t.Errorf("claim %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

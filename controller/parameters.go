@@ -35,6 +35,9 @@ type parameters struct {
 	// mutable are the CreateVolume's mutable parameters (a
 	// VolumeAttributesClass), also laid over options.
 	mutable *backends.Modify
+	// claim is what csi-provisioner's metadata, then the claim itself,
+	// tell of the claim (for a nameTemplate).
+	claim backends.Claim
 }
 
 // tridentPrefix marks Trident's PVC-annotation spelling of a parameter
@@ -45,7 +48,7 @@ const tridentPrefix = "trident.netapp.io/"
 // refused, as Trident refuses a StorageClass with unknown attributes,
 // except the CO's own csi.storage.k8s.io/ keys.
 func parseParameters(params map[string]string) (*parameters, error) {
-	p := &parameters{}
+	p := &parameters{claim: backends.Claim{Name: params[paramPVCName], Namespace: params[paramPVCNamespace]}}
 	keys := make([]string, 0, len(params))
 	for k := range params {
 		keys = append(keys, k)

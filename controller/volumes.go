@@ -72,6 +72,9 @@ func (s *Service) applyClaimOf(ctx context.Context, req *csi.CreateVolumeRequest
 	if err := applyClaim(co, params, use); err != nil {
 		return nil, err
 	}
+	if claim != nil {
+		params.claim = backends.Claim{Name: claim.Name, Namespace: claim.Namespace, StorageClass: claim.StorageClass}
+	}
 	return s.cloneFromClaim(ctx, claim, co, req.GetVolumeContentSource())
 }
 
@@ -235,7 +238,7 @@ func (s *Service) create(ctx context.Context, b backends.Backend, r *backends.Cr
 func createRequest(name, pool string, size int64, use *volumeUse, p *parameters, src *backends.Source, topo []map[string]string) *backends.CreateRequest {
 	r := &backends.CreateRequest{
 		Name: name, Pool: pool, SizeBytes: size, AccessType: use.access, FSType: use.fsType,
-		Options: p.options, Source: src, Topologies: topo,
+		Options: p.options, Source: src, Topologies: topo, Claim: p.claim,
 	}
 	if use.access == backends.AccessBlock {
 		r.FSType = backends.FSTypeRaw

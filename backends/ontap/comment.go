@@ -43,6 +43,10 @@ type volumeMeta struct {
 	Topologies []map[string]string
 	// SkipRecoveryQueue, when set, overrides the pool's default at delete.
 	SkipRecoveryQueue *bool
+	// InternalName is the FlexVol's name when the naming rule does not
+	// give it (a nameTemplate's): a copy of the comment on another FlexVol
+	// (a FlexClone made by hand) is then not taken for the volume.
+	InternalName string
 }
 
 func (m *volumeMeta) fields() map[string]string {
@@ -51,6 +55,7 @@ func (m *volumeMeta) fields() map[string]string {
 		"access": m.AccessType, "fsType": m.FSType, "sourceSnapshot": m.SourceSnapshotID,
 		"sourceVolume": m.SourceVolumeID, "pool": m.Pool, "backend": m.Backend,
 		"topology": encodeTopologies(m.Topologies), "skipRecoveryQueue": formatBoolPtr(m.SkipRecoveryQueue),
+		"internalName": m.InternalName,
 	} {
 		if v != "" {
 			f[k] = v
@@ -94,6 +99,7 @@ func decodeComment(comment string) (labels map[string]string, meta *volumeMeta) 
 		Name: f["name"], Size: max(size, 0), AccessType: f["access"], FSType: f["fsType"],
 		SourceSnapshotID: f["sourceSnapshot"], SourceVolumeID: f["sourceVolume"], Pool: f["pool"], Backend: f["backend"],
 		Topologies: decodeTopologies(f["topology"]), SkipRecoveryQueue: parseBoolPtr(f["skipRecoveryQueue"]),
+		InternalName: f["internalName"],
 	}
 }
 

@@ -71,6 +71,10 @@ func (n *nasDriver) autoPolicy(opts backends.VolumeOptions) bool {
 // autoExportPolicy it starts with the empty policy: no node can mount it
 // until it is published to that node.
 func (n *nasDriver) CreateVolume(ctx context.Context, req *backends.CreateRequest) (*backends.Volume, error) {
+	name, err := n.newVolumeName(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	if err := n.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -82,6 +86,9 @@ func (n *nasDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 		return nil, err
 	}
 	meta := n.meta(req, s)
+	if name != n.volumeName(req.Name) {
+		meta.InternalName = name // a nameTemplate's
+	}
 	comment, err := n.newComment(meta)
 	if err != nil {
 		return nil, err
@@ -93,7 +100,7 @@ func (n *nasDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 			return nil, err
 		}
 	}
-	v, err := n.create(ctx, req, s, comment, policy)
+	v, err := n.create(ctx, req, s, comment, policy, name)
 	if err != nil && n.autoPolicy(req.Options) && rest.IsNotFound(err) {
 		// The empty policy was deleted behind our back: make it again.
 		n.emptyPolicyMu.Lock()
@@ -102,7 +109,7 @@ func (n *nasDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 		if err := n.ensureEmptyPolicy(ctx); err != nil {
 			return nil, err
 		}
-		v, err = n.create(ctx, req, s, comment, policy)
+		v, err = n.create(ctx, req, s, comment, policy, name)
 	}
 	if err != nil {
 		return nil, err
@@ -110,15 +117,14 @@ func (n *nasDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 	return n.toVolume(req.Name, v, meta, req.SizeBytes), nil
 }
 
-func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *settings, comment, policy string) (*rest.Volume, error) {
+func (n *nasDriver) create(ctx context.Context, req *backends.CreateRequest, s *settings, comment, policy, name string) (*rest.Volume, error) {
 	if req.Source != nil {
-		v, err := n.cloneFlexVol(ctx, req, s)
+		v, err := n.cloneFlexVol(ctx, req, s, name)
 		if err != nil {
 			return nil, err
 		}
 		return v, n.finishClone(ctx, v, req, comment, policy)
 	}
-	name := n.volumeName(req.Name)
 	size, large, err := n.fitFlexVol(req.SizeBytes, s.snapshotReserve, 1, false)
 	if err != nil {
 		return nil, err

@@ -102,6 +102,10 @@ func (s *sanDriver) CreatesFresh() bool { return true }
 // CreateVolume makes the FlexVol (unmounted, 10 % above the LUN), the LUN
 // and Trident's LUN attributes; or completes what an earlier attempt made.
 func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateRequest) (*backends.Volume, error) {
+	name, err := s.newVolumeName(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.ready(ctx); err != nil {
 		return nil, err
 	}
@@ -114,13 +118,16 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 		return nil, err
 	}
 	meta := s.meta(req, st)
+	if name != s.volumeName(req.Name) {
+		meta.InternalName = name // a nameTemplate's
+	}
 	comment, err := s.newComment(meta)
 	if err != nil {
 		return nil, err
 	}
 	var v *rest.Volume
 	if req.Source != nil {
-		v, err = s.cloneFlexVol(ctx, req, st)
+		v, err = s.cloneFlexVol(ctx, req, st, name)
 		if err == nil {
 			err = s.finishClone(ctx, v, req, comment)
 		}
@@ -129,7 +136,7 @@ func (s *sanDriver) CreateVolume(ctx context.Context, req *backends.CreateReques
 		}
 	} else {
 		v, err = s.createFlexVol(ctx, req, rest.VolumeCreate{
-			Name: s.volumeName(req.Name), Size: volSize, LargeSize: large,
+			Name: name, Size: volSize, LargeSize: large,
 			SpaceReserve: st.SpaceReserve, SnapshotPolicy: st.SnapshotPolicy, SnapshotReservePercent: &st.snapshotReserve,
 			Comment: comment, Encryption: st.Encryption, TieringPolicy: st.TieringPolicy,
 			// As Trident's ontap-san: the FlexVol gets the NAS defaults

@@ -81,7 +81,7 @@ func (d *driver) Snapshots(ctx context.Context, f backends.SnapshotFilter) ([]*b
 		}
 		return out, nil
 	}
-	recs, err := d.client.ListAllSnapshots(ctx, tridentName(d.cfg.StoragePrefix), f.Name)
+	recs, err := d.client.ListAllSnapshots(ctx, d.listPrefix(), f.Name)
 	if err != nil {
 		return nil, d.failure(err, "listing snapshots")
 	}

@@ -30,6 +30,15 @@ func handleOf(v *backends.Volume) *handle {
 
 func (d *driver) volumeName(csiName string) string { return volumeName(d.cfg.StoragePrefix, csiName) }
 
+// recordedName is the FlexVol name of the volume meta records: the one it
+// was created under when that was not the naming rule's.
+func (d *driver) recordedName(meta *volumeMeta) string {
+	if meta.InternalName != "" {
+		return meta.InternalName
+	}
+	return d.volumeName(meta.Name)
+}
+
 // lookup reads the FlexVol of a volume ID. A FlexVol under the right name
 // whose record names another CSI volume belongs to that one (two names
 // mapping to one ONTAP name), so for this ID it does not exist. A FlexClone
@@ -55,7 +64,7 @@ func (d *driver) lookup(ctx context.Context, id, name string) (*rest.Volume, *vo
 	switch {
 	case meta != nil && meta.Name == id:
 		return v, meta, false, nil
-	case v.IsClone && (meta == nil || v.CloneParentVolume == d.volumeName(meta.Name)):
+	case v.IsClone && (meta == nil || v.CloneParentVolume == d.recordedName(meta)):
 		parentID := ""
 		if meta != nil {
 			parentID = meta.Name
@@ -127,17 +136,18 @@ func (d *driver) toVolume(id string, v *rest.Volume, meta *volumeMeta, usable in
 // that are not ours to report (another prefix's, renamed, hand-made).
 func (d *driver) volumeID(v *rest.Volume, meta *volumeMeta) (string, bool) {
 	if meta != nil {
-		return meta.Name, d.volumeName(meta.Name) == v.Name
+		return meta.Name, d.recordedName(meta) == v.Name
 	}
 	return pvNameFromVolume(d.cfg.StoragePrefix, v.Name)
 }
 
-// adopt makes sure a FlexVol found under the name of a create request is
-// the one an earlier attempt of this request made, and not another volume.
-// It decides from one read: ONTAP's answer that the name is taken may
-// precede the volume becoming visible.
-func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest) (*rest.Volume, error) {
-	v, meta, partialClone, err := d.lookup(ctx, req.Name, d.volumeName(req.Name))
+// adopt makes sure the FlexVol found under name, the name of a create
+// request, is the one an earlier attempt of this request made, and not
+// another volume (e.g. another claim's, whose nameTemplate renders the
+// same name). It decides from one read: ONTAP's answer that the name is
+// taken may precede the volume becoming visible.
+func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest, name string) (*rest.Volume, error) {
+	v, meta, partialClone, err := d.lookup(ctx, req.Name, name)
 	switch {
 	case rest.IsNotFound(err):
 		// ONTAP has no volume of that name, yet refused the create as a
@@ -146,12 +156,17 @@ func (d *driver) adopt(ctx context.Context, req *backends.CreateRequest) (*rest.
 		return nil, backends.Errorf(backends.ErrPending, "volume %s is still being created by an earlier request", req.Name)
 	case errors.Is(err, backends.ErrNotFound):
 		// The volume exists on ONTAP but records another CSI volume.
-		return nil, backends.Errorf(backends.ErrAlreadyExists, "ONTAP volume %s exists and belongs to another volume: %w", d.volumeName(req.Name), err)
+		return nil, backends.Errorf(backends.ErrAlreadyExists, "ONTAP volume %s exists and belongs to another volume: %w", name, err)
 	case err != nil:
 		return nil, err
 	}
 	if meta == nil && !partialClone {
 		return nil, backends.Errorf(backends.ErrAlreadyExists, "ONTAP volume %s exists and was not made by this driver", v.Name)
+	}
+	if meta != nil && meta.Size > 0 && meta.Size != req.SizeBytes {
+		// The controller checks a retry against the volume it finds by
+		// ID; one at a nameTemplate's name it finds only here.
+		return nil, backends.Errorf(backends.ErrAlreadyExists, "volume %s exists with %d bytes, the request asks for %d", req.Name, meta.Size, req.SizeBytes)
 	}
 	return v, nil
 }
@@ -179,7 +194,7 @@ func (d *driver) createFlexVol(ctx context.Context, req *backends.CreateRequest,
 	case rest.IsAlreadyExists(err) && req.Fresh:
 		return nil, backends.Errorf(backends.ErrNameTaken, "creating volume %s: %w", c.Name, err)
 	case rest.IsAlreadyExists(err):
-		return d.adopt(ctx, req)
+		return d.adopt(ctx, req, c.Name)
 	case d.lacksSpace(ctx, err, aggr, c.SpaceReserve, c.Size):
 		return nil, backends.Errorf(backends.ErrExhausted, "creating volume %s: aggregate %s cannot hold it: %w", c.Name, aggr, err)
 	}
@@ -207,7 +222,7 @@ func (d *driver) placeOnAggregate(ctx context.Context, pool string, c *rest.Volu
 // cloneFlexVol creates a FlexClone for req (or adopts a half-made one) and
 // gives it its own record. The clone of a volume uses a snapshot named
 // after the clone, which DeleteVolume removes with the clone.
-func (d *driver) cloneFlexVol(ctx context.Context, req *backends.CreateRequest, s *settings) (*rest.Volume, error) {
+func (d *driver) cloneFlexVol(ctx context.Context, req *backends.CreateRequest, s *settings, name string) (*rest.Volume, error) {
 	src := req.Source
 	var parent *backends.Volume
 	var parentSnap string
@@ -228,7 +243,6 @@ func (d *driver) cloneFlexVol(ctx context.Context, req *backends.CreateRequest, 
 	if ph == nil {
 		return nil, fmt.Errorf("clone source %s has no handle", parent.ID)
 	}
-	name := d.volumeName(req.Name)
 	if parentSnap == "" {
 		parentSnap = name
 		if err := d.client.CreateSnapshot(ctx, ph.vol.UUID, parentSnap); err != nil && !rest.IsAlreadyExists(err) {
@@ -240,7 +254,7 @@ func (d *driver) cloneFlexVol(ctx context.Context, req *backends.CreateRequest, 
 		return nil, d.createFailure(err, "cloning %s into %s", ph.vol.Name, name)
 	}
 	if err != nil {
-		if _, err := d.adopt(ctx, req); err != nil {
+		if _, err := d.adopt(ctx, req, name); err != nil {
 			return nil, err
 		}
 	}
@@ -264,7 +278,7 @@ func (d *driver) ListVolumes(ctx context.Context) ([]*backends.Volume, error) {
 	if err := d.ready(ctx); err != nil {
 		return nil, err
 	}
-	vols, err := d.client.ListVolumes(ctx, tridentName(d.cfg.StoragePrefix))
+	vols, err := d.client.ListVolumes(ctx, d.listPrefix())
 	if err != nil {
 		return nil, d.failure(err, "listing volumes")
 	}
@@ -323,7 +337,13 @@ func (d *driver) deleteFlexVol(ctx context.Context, vol *backends.Volume) error 
 // effort: a leftover snapshot costs space, not correctness.
 func (d *driver) deleteCloneSnapshot(ctx context.Context, vol *backends.Volume) {
 	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": vol.ID, "source": vol.SourceVolumeID})
-	parent, err := d.client.GetVolume(ctx, d.volumeName(vol.SourceVolumeID))
+	// A clone names its parent until split; a split one's parent is found
+	// by the naming rule.
+	parentName := handleOf(vol).vol.CloneParentVolume
+	if parentName == "" {
+		parentName = d.volumeName(vol.SourceVolumeID)
+	}
+	parent, err := d.client.GetVolume(ctx, parentName)
 	if err != nil {
 		if !rest.IsNotFound(err) {
 			log.WithError(err).Warn("could not find the clone's source to remove its snapshot")

@@ -71,7 +71,9 @@ func (c *Claims) Claim(ctx context.Context, namespace, name string) (*controller
 
 func toClaim(obj *unstructured.Unstructured) *controller.Claim {
 	volume, _, _ := unstructured.NestedString(obj.Object, "spec", "volumeName")
+	class, _, _ := unstructured.NestedString(obj.Object, "spec", "storageClassName")
 	return &controller.Claim{
 		Namespace: obj.GetNamespace(), Name: obj.GetName(), Annotations: obj.GetAnnotations(), VolumeName: volume,
+		StorageClass: class,
 	}
 }

@@ -6,6 +6,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/nametemplate"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -140,6 +141,9 @@ type VolumeDefaults struct {
 	QoSPolicy         string
 	FormatOptions     string
 	SkipRecoveryQueue bool
+	// NameTemplate names new volumes of ontap-nas and ontap-san (Trident's
+	// nameTemplate); nil: storagePrefix + PV name.
+	NameTemplate *nametemplate.Template
 }
 
 // VirtualPool is one entry of "storage".

@@ -272,10 +272,72 @@ func TestParseWarnsOnKnownButUnimplementedKeys(t *testing.T) {
 	}
 	got := strings.Join(cfg.Warnings, "\n")
 	for _, want := range []string{"debug is accepted", "usageHeartbeat is accepted", "useREST: false is ignored",
-		"igroupName is accepted", "defaults.formatOptions is accepted", "defaults.nameTemplate is accepted"} {
+		"igroupName is accepted", "defaults.formatOptions is accepted"} {
 		if strings.Count(got, want) != 1 {
 			t.Errorf("warnings %q hold %q %d times, want once", got, want, strings.Count(got, want))
 		}
+	}
+}
+
+// nameTemplate is parsed where it stands (defaults, or a virtual pool's
+// defaults, which inherit the backend's); a syntax error refuses the
+// config under its key path, as Trident refuses the backend.
+func TestParseNameTemplate(t *testing.T) {
+	const pvcTpl = "{{.volume.Namespace}}_{{.volume.RequestName}}"
+	for _, tc := range []struct {
+		name, driver, keys string
+		backend, pool0     string // effective templates, "" for none
+		pool1              string
+		problem, warning   string
+	}{
+		{name: "backend", driver: DriverONTAPNAS, keys: `,"defaults":{"nameTemplate":"` + pvcTpl + `"},"storage":[{},{}]`,
+			backend: pvcTpl + "_{{slice .volume.Name 4 9}}", pool0: pvcTpl + "_{{slice .volume.Name 4 9}}", pool1: pvcTpl + "_{{slice .volume.Name 4 9}}"},
+		{name: "pool over backend", driver: DriverONTAPSAN, keys: `,"defaults":{"nameTemplate":"{{.volume.Name}}"},"storage":[{"defaults":{"nameTemplate":"p_{{.volume.Name}}"}},{}]`,
+			backend: "{{.volume.Name}}", pool0: "p_{{.volume.Name}}", pool1: "{{.volume.Name}}"},
+		{name: "pool only", driver: DriverONTAPNAS, keys: `,"storage":[{},{"defaults":{"nameTemplate":"{{.volume.Name}}"}}]`,
+			pool1: "{{.volume.Name}}"},
+		{name: "syntax error", driver: DriverONTAPNAS, keys: `,"storage":[{"defaults":{"nameTemplate":"{{.volume.Name"}}]`,
+			problem: `storage[0].defaults.nameTemplate: "{{.volume.Name" is not a valid template`},
+		{name: "unknown function", driver: DriverONTAPSAN, keys: `,"defaults":{"nameTemplate":"{{lower .volume.Name}}"}`,
+			problem: `defaults.nameTemplate: "{{lower .volume.Name}}" is not a valid template`},
+		{name: "unknown field", driver: DriverONTAPNAS, keys: `,"defaults":{"nameTemplate":"{{.volume.PVCName}}"}`,
+			backend: "{{.volume.PVCName}}_{{slice .volume.Name 4 9}}", warning: "defaults.nameTemplate uses .volume.PVCName, which Trident's"},
+		{name: "economy", driver: DriverONTAPNASEconomy, keys: `,"defaults":{"nameTemplate":"` + pvcTpl + `"}`,
+			warning: "defaults.nameTemplate is accepted for Trident compatibility but has no effect with ontap-nas-economy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := strings.Replace(minimal(tc.keys), `"ontap-nas"`, `"`+tc.driver+`"`, 1)
+			cfg, err := Parse("t.json", []byte(doc), "")
+			if tc.problem != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.problem) {
+					t.Fatalf("error %v, want one with %q", err, tc.problem)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			effective := func(d VolumeDefaults) string {
+				if d.NameTemplate == nil {
+					return ""
+				}
+				return d.NameTemplate.Effective()
+			}
+			if got := effective(cfg.Defaults); got != tc.backend {
+				t.Errorf("defaults: %q, want %q", got, tc.backend)
+			}
+			for i, want := range []string{tc.pool0, tc.pool1} {
+				if i < len(cfg.Storage) {
+					if got := effective(cfg.Storage[i].Defaults); got != want {
+						t.Errorf("storage[%d]: %q, want %q", i, got, want)
+					}
+				}
+			}
+			got := strings.Join(cfg.Warnings, "\n")
+			if tc.warning != "" && strings.Count(got, tc.warning) != 1 || tc.warning == "" && strings.Contains(got, "nameTemplate") {
+				t.Errorf("warnings %q, want %q once", got, tc.warning)
+			}
+		})
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ontap-csi/ontap-csi/backends/ontap/nametemplate"
 )
 
 // setting is a defaults value with the key path it came from, so that an
@@ -69,10 +71,34 @@ func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
 	// create volumes that are not what the config asks for.
 	r.refuse("LUKSEncryption", "LUKS encryption is not supported")
 	r.refuse("mirroring", "mirroring is not supported")
-	if v, path := r.get("nameTemplate", ""); v != "" {
-		p.warn("%s is accepted for Trident compatibility but has no effect: new volumes are named storagePrefix + PV name", path)
-	}
+	d.NameTemplate = r.nameTemplate()
 	return d
+}
+
+// nameTemplate parses a nameTemplate. A syntax error refuses the config,
+// as Trident refuses the backend. Fields Trident's volume and config do
+// not have fail every rendering there, which then names the volume by the
+// default rule: the config loads, with a warning. The economy drivers name
+// qtrees and LUNs (what Trident renders the template for there) by
+// storagePrefix + PV name.
+func (r defaultsReader) nameTemplate() *nametemplate.Template {
+	v, path := r.get("nameTemplate", "")
+	if v == "" {
+		return nil
+	}
+	t, err := nametemplate.Parse(v)
+	if err != nil {
+		r.p.fail(path, "%q is not a valid template: %v", v, err)
+		return nil
+	}
+	if r.p.driver == DriverONTAPNASEconomy || r.p.driver == DriverONTAPSANEconomy {
+		r.p.warn("%s is accepted for Trident compatibility but has no effect with %s: qtrees and LUNs are named storagePrefix + PV name (Trident names them with it)", path, r.p.driver)
+		return nil
+	}
+	if unknown := t.Unknown(); len(unknown) > 0 {
+		r.p.warn("%s uses %s, which Trident's volume and backend config do not have: every new volume gets the default name (storagePrefix + PV name), as in Trident", path, strings.Join(unknown, ", "))
+	}
+	return t
 }
 
 // defaultsReader reads the values of one "defaults", reporting problems

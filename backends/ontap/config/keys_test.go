@@ -149,9 +149,9 @@ func TestParserKnowsEveryTridentKey(t *testing.T) {
 // or (per driver) not at all.
 var warnedKeys = map[string][]string{
 	DriverONTAPNAS: append([]string{"aws", "igroupName", "defaults.formatOptions", "storage[0].defaults.formatOptions",
-		"defaults.nameTemplate", "storage[0].defaults.nameTemplate", "useCHAP"}, economyKeys...),
+		"useCHAP"}, economyKeys...),
 	DriverONTAPSAN: append([]string{"aws", "igroupName", "defaults.formatOptions", "storage[0].defaults.formatOptions",
-		"defaults.nameTemplate", "storage[0].defaults.nameTemplate", "dataLIF", "autoExportPolicy"}, economyKeys...),
+		"dataLIF", "autoExportPolicy"}, economyKeys...),
 }
 
 // TestEveryTridentKeyLoads loads every-key.yaml as ontap-nas and as

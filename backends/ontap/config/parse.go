@@ -72,6 +72,7 @@ func (p *parser) version(cfg *Backend, top map[string]json.RawMessage) {
 
 func (p *parser) driverName(cfg *Backend, top map[string]json.RawMessage) {
 	cfg.StorageDriverName = p.str("storageDriverName", top["storageDriverName"])
+	p.driver = cfg.StorageDriverName
 	switch {
 	case supportedDriver(cfg.StorageDriverName):
 	case cfg.StorageDriverName == "":

@@ -96,6 +96,8 @@ var secretFileKeys = map[string]keyKind{
 type parser struct {
 	problems []string
 	warnings []string
+	// driver is the storageDriverName, read first.
+	driver string
 }
 
 func (p *parser) fail(key, format string, args ...any) {
