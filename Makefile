@@ -43,7 +43,7 @@ unit: build
 # corpus found is kept in $ONTAP_CSI_E2E_CACHE/fuzz (default
 # ~/.cache/ontap-csi/fuzz) and grows from run to run; a failing input is
 # written to the package's testdata/fuzz/ and fails the run.
-FUZZTIME ?= 10s
+FUZZTIME ?= 5s
 fuzz:
 	GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz/run.sh
 
@@ -57,8 +57,11 @@ kubelet: build
 # test/cluster/sidecars, the sidecars' and their stand-ins'; docs/e2e.md).
 # The Kubernetes binaries and the sidecars are built once per content key
 # and cached in $ONTAP_CSI_E2E_CACHE (default ~/.cache/ontap-csi/e2e).
+# The sidecars module is vetted and tested with the flags its binaries are
+# built with (localcluster.BuildSidecars: -trimpath, no cgo), so that a cold
+# run compiles its Kubernetes dependencies once, not twice.
 e2e: build tools
-	cd test/cluster/sidecars && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd test/cluster/sidecars && export CGO_ENABLED=0 GOFLAGS=-trimpath && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd test/cluster && $(GO) vet ./... && ONTAP_CSI_BINARY=$(CURDIR)/$(BIN) E2E_COMMAND="make e2e" $(GO) test -count=1 -v -timeout 80m ./...
 
 # The data path on a real Linux kernel: Debian 12 in QEMU (TCG), with the
@@ -69,7 +72,9 @@ e2e: build tools
 # san, the e2e suite, its crash tests and the kernel faults
 # (test/vm/guest_test.go).
 # vm-bin builds what the VM runs (make bench uses it for the real-kernel
-# node benchmark).
+# node benchmark), with the flags of `make build` (-trimpath, no cgo) so that
+# a cold run compiles the dependencies once for both: nothing the VM runs
+# reads its sources.
 VM_BIN := bin/vm
 vm: vm-bin
 	ONTAP_CSI_VM=1 ONTAP_CSI_VM_BIN=$(CURDIR)/$(VM_BIN) $(GO) test -count=1 -v -timeout 80m ./test/vm/
@@ -78,10 +83,10 @@ vm-bin: build
 	mkdir -p $(VM_BIN)
 	cp bin/ontap-csi $(VM_BIN)/
 	CGO_ENABLED=0 $(GO) build -trimpath -tags crashpoints -o $(VM_BIN)/ontap-csi-crashpoints ./cmd/ontap-csi
-	CGO_ENABLED=0 $(GO) test -c -o $(VM_BIN)/guest.test ./test/vm/guest
-	CGO_ENABLED=0 $(GO) test -c -o $(VM_BIN)/e2e.test ./test/e2e
-	CGO_ENABLED=0 $(GO) test -c -o $(VM_BIN)/sanity-nas.test ./test/sanity/nas
-	CGO_ENABLED=0 $(GO) test -c -o $(VM_BIN)/sanity-san.test ./test/sanity/san
+	CGO_ENABLED=0 $(GO) test -trimpath -c -o $(VM_BIN)/guest.test ./test/vm/guest
+	CGO_ENABLED=0 $(GO) test -trimpath -c -o $(VM_BIN)/e2e.test ./test/e2e
+	CGO_ENABLED=0 $(GO) test -trimpath -c -o $(VM_BIN)/sanity-nas.test ./test/sanity/nas
+	CGO_ENABLED=0 $(GO) test -trimpath -c -o $(VM_BIN)/sanity-san.test ./test/sanity/san
 
 # kustomize and Helm, pinned in deploy/tools/go.mod, built once per Go build
 # cache; built before the tests so their cold build does not eat a test's timeout.
