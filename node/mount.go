@@ -161,11 +161,8 @@ func (m *mounter) unmount(ctx context.Context, path string) error {
 			return fmt.Errorf("unmount %s: %w", path, err)
 		}
 		logrus.WithContext(ctx).WithField("path", path).WithError(err).Warn("mount is corrupted; unmounting with force")
-		fctx, cancel := context.WithTimeout(ctx, umountTimeout)
-		_, ferr := m.exec.Run(fctx, "umount", "-f", path)
-		cancel()
-		if ferr != nil {
-			if _, lerr := m.exec.Run(ctx, "umount", "-l", path); lerr != nil {
+		if ferr := m.umountCorrupted(ctx, "-f", path); ferr != nil {
+			if lerr := m.umountCorrupted(ctx, "-l", path); lerr != nil {
 				if still, _ := m.isMountPoint(path); still {
 					return fmt.Errorf("unmount corrupted mount %s: %w", path, lerr)
 				}
@@ -176,6 +173,20 @@ func (m *mounter) unmount(ctx context.Context, path string) error {
 }
 
 func isTimeout(err error) bool { return errors.Is(err, context.DeadlineExceeded) }
+
+// umountCorrupted runs a forced (-f) or lazy (-l) umount of a corrupted
+// mount, bounded like every umount. Without --no-canonicalize umount
+// resolves the path (a stat), and without --internal-only it runs
+// umount.nfs, which stats it too: over an NFS server that does not answer
+// both block, and a lazy unmount of a busy mount then never returned
+// (docs/design/architecture.md §7.7). The kernel's own detach does not
+// wait for the server. The path is the one the mount table shows.
+func (m *mounter) umountCorrupted(ctx context.Context, mode, path string) error {
+	uctx, cancel := context.WithTimeout(ctx, umountTimeout)
+	defer cancel()
+	_, err := m.exec.Run(uctx, "umount", "--no-canonicalize", "--internal-only", mode, path)
+	return err
+}
 
 // hungTimeout is how long a stat of a mount point may take before the mount
 // counts as hung (an NFS server that does not answer).

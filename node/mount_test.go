@@ -3,7 +3,12 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/ontap-csi/ontap-csi/node/hostexec"
 )
 
 // slowUmountHost is a host whose plain umount outlives its timeout: the
@@ -32,5 +37,51 @@ func TestUnmountOfAMountGoneAfterATimeout(t *testing.T) {
 	// Not forced: the mount was gone when the timed-out umount returned.
 	if len(h.calls) != 2 || h.calls[1] != "umount "+target {
 		t.Errorf("calls %v, want the mount and one umount", h.calls)
+	}
+}
+
+// deadServerHost is a host whose NFS server does not answer while the
+// mount is busy: umount and umount -f fail with EBUSY, and a umount that
+// resolves the path or runs umount.nfs blocks on the server's stat until
+// it is killed. Only the kernel's detach (no canonicalization, no helper)
+// removes the mount (architecture.md §7.7).
+type deadServerHost struct{ *fakeHost }
+
+func (h deadServerHost) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	if name != "umount" {
+		return h.fakeHost.Run(ctx, name, args...)
+	}
+	direct := slices.Contains(args, "--no-canonicalize") && slices.Contains(args, "--internal-only")
+	switch {
+	case slices.Contains(args, "-l") && direct:
+		return h.fakeHost.Run(ctx, name, args...)
+	case slices.Contains(args, "-l"):
+		<-ctx.Done()
+		return nil, fmt.Errorf("umount: %w", ctx.Err())
+	}
+	h.mu.Lock()
+	h.calls = append(h.calls, strings.Join(append([]string{name}, args...), " "))
+	h.mu.Unlock()
+	if len(args) == 1 {
+		// The plain umount hangs on the server until its timeout.
+		return nil, fmt.Errorf("umount: %w", context.DeadlineExceeded)
+	}
+	return nil, &hostexec.ExitError{Name: name, Code: 16, Stderr: "umount.nfs4: " + args[len(args)-1] + ": device is busy"}
+}
+
+func TestUnmountOfABusyMountOverADeadServer(t *testing.T) {
+	h := newFakeHost(t)
+	const target = "/var/lib/kubelet/pods/pod-a/volumes/kubernetes.io~csi/pvc-1/mount"
+	if _, err := h.Run(context.Background(), "mount", "-t", "nfs", "10.0.0.1:/vol", target); err != nil {
+		t.Fatal(err)
+	}
+	m := &mounter{exec: deadServerHost{h}, mountInfo: h.mountinfo}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.unmount(ctx, target); err != nil {
+		t.Fatalf("unmount: %v (calls %v)", err, h.calls)
+	}
+	if mounted, err := m.isMountPoint(target); err != nil || mounted {
+		t.Errorf("still mounted: %v, %v (calls %v)", mounted, err, h.calls)
 	}
 }

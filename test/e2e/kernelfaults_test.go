@@ -329,6 +329,15 @@ func TestNFSServerStoppedWhileMounted(t *testing.T) {
 	if _, err := p.Node.NodePublishVolume(ctxT(t), publish); err != nil {
 		t.Fatalf("NodePublishVolume: %v", err)
 	}
+	// A file held open in the volume keeps the mount busy, as a process
+	// stuck in I/O on the dead server, or the plugin's own stat left
+	// blocked by a stats call, does: umount and umount -f then fail with
+	// EBUSY and only a lazy unmount removes it (architecture.md §7.7).
+	held, err := os.OpenFile(filepath.Join(target, "held-open"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
 	stopNFSServer(t)
 
 	const limit = 90 * time.Second
@@ -365,6 +374,7 @@ func TestNFSServerStoppedWhileMounted(t *testing.T) {
 		}
 	}
 	startNFSServer(t)
+	held.Close() // a close talks to the server: not before it is back
 	bounded(t, "NodeUnpublishVolume with the server back", 2*time.Minute, unpublish)
 	bounded(t, "NodeUnstageVolume with the server back", 2*time.Minute, unstage)
 	r.assertClean(vol.id)
