@@ -20,7 +20,7 @@ import (
 // every GET with status, and counts the GETs.
 type nodeLabelsAPI struct {
 	labels map[string]any
-	status int // 0: serve the Node
+	status int // 0: serve the Node; -1: hang until the client gives up
 
 	mu   sync.Mutex
 	gets int
@@ -36,6 +36,8 @@ func (a *nodeLabelsAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.gets++
 	a.mu.Unlock()
 	switch {
+	case a.status < 0:
+		<-r.Context().Done()
 	case a.status == http.StatusForbidden:
 		apiError(w, a.status, "Forbidden", `nodes "`+name+`" is forbidden: User "system:serviceaccount:trident:trident-node-linux" cannot get resource "nodes"`)
 	case a.status != 0:
@@ -83,6 +85,8 @@ func TestNodeTopologyAtStart(t *testing.T) {
 		{name: "RBAC forbids get nodes: no topology, every start alike", inPod: true, labels: zoneRegion, status: http.StatusForbidden, wantGets: 1},
 		{name: "the Node cannot be read: no start", inPod: true, labels: zoneRegion, status: http.StatusServiceUnavailable,
 			wantErr: "cannot be read; not registering with kubelet", wantGets: 2},
+		{name: "the API server hangs: no start, within the bound", inPod: true, labels: zoneRegion, status: -1,
+			wantErr: "cannot be read; not registering with kubelet", wantGets: 1},
 		{name: "no such Node: no start", inPod: true, node: "worker-9", labels: zoneRegion,
 			wantErr: `Node "worker-9" does not exist`, wantGets: 1},
 	} {
@@ -113,10 +117,14 @@ func TestNodeTopologyAtStart(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				start := time.Now()
 				topo, err := nodeTopology(context.Background(), o, config)
 				if tc.wantErr != "" {
 					if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 						t.Fatalf("nodeTopology = %v, %v; want an error with %q", topo, err, tc.wantErr)
+					}
+					if took := time.Since(start); took > topologyBound+time.Second {
+						t.Errorf("gave up after %s; the bound is %s", took, topologyBound)
 					}
 					break
 				}

@@ -62,10 +62,14 @@ func (t *Topology) Read(ctx context.Context, nodeName string) (map[string]string
 	if nodeName == "" {
 		return nil, errors.New("node name is empty")
 	}
-	deadline := time.Now().Add(t.Bound)
+	bound := t.Bound
+	if bound <= 0 {
+		bound = DefaultTopologyBound
+	}
+	deadline := time.Now().Add(bound)
 	wait := t.Backoff
 	for attempt := 1; ; attempt++ {
-		labels, err := t.get(ctx, nodeName)
+		labels, err := t.get(ctx, nodeName, deadline)
 		if err == nil {
 			if attempt > 1 {
 				logrus.WithFields(logrus.Fields{"node": nodeName, "attempts": attempt}).Info("read the Node's topology labels after retrying")
@@ -86,8 +90,10 @@ func (t *Topology) Read(ctx context.Context, nodeName string) (map[string]string
 	}
 }
 
-func (t *Topology) get(ctx context.Context, nodeName string) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+// get reads once, for no longer than DefaultTimeout nor past deadline: a
+// hanging API server must not stretch the whole read beyond its bound.
+func (t *Topology) get(ctx context.Context, nodeName string, deadline time.Time) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, min(DefaultTimeout, time.Until(deadline)))
 	defer cancel()
 	obj, err := t.nodes.Get(ctx, nodeName, metav1.GetOptions{})
 	switch {
