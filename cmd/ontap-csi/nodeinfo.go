@@ -105,18 +105,19 @@ func nodeInfoClient(cfg *rest.Config) (dynamic.Interface, error) {
 // nil outside a pod.
 //
 // It is read once, before the CSI server serves, so that NodeGetInfo keeps
-// answering from local state (I6) and every generation on the node reports
-// the same node info for the same Node labels: a registration with other
-// node info makes kubelet rewrite CSINode and the node's topology labels,
-// and a label clash fails it and drops the driver (docs/design/registration.md
-// K5). So a Node that cannot be read is never papered over with a guess:
-// after kubenode's bounded retry the error stops the process before it
-// binds the endpoint or registers, and the container's restart is the next
-// try, as Trident's node retries its registration. The
-// predecessor, if any, keeps serving meanwhile. Only a refusal by RBAC
-// (kubenode.ErrNoNodeAccess) means no topology, because that is a fact of
-// the install, the same for every generation. Labels changed later are seen
-// by the next start only, as in Trident, which reads them at registration.
+// answering from local state (docs/design/registration.md I6) and every
+// generation on the node reports the same node info for the same Node
+// labels: a registration with other node info makes kubelet rewrite CSINode
+// and the node's topology labels, and a label clash fails it and drops the
+// driver (docs/design/registration.md K5). So a Node that cannot be read is
+// never papered over with a guess such as no topology: after kubenode's
+// bounded retry the error stops the process before it binds the endpoint or
+// registers, and the container's restart is the next try, as Trident's node
+// retries its registration. The predecessor, if any, keeps serving
+// meanwhile. Only a refusal by RBAC (kubenode.ErrNoNodeAccess) means no
+// topology, because that is a fact of the install, the same for every
+// generation. Labels changed later are seen by the next start only, as in
+// Trident, which reads them at registration.
 func nodeTopology(ctx context.Context, o *options, config func() *rest.Config) (map[string]string, error) {
 	if o.topology != nil {
 		return o.topology, nil
