@@ -96,8 +96,9 @@ var allowedRBAC = map[string][]string{
 	"Role/ontap-csi-leader-election": {
 		"coordination.k8s.io/leases:get", "coordination.k8s.io/leases:create", "coordination.k8s.io/leases:update",
 	},
-	// Node plugin: node/kubenode gets its own Node and merge-patches the
-	// node info annotation onto it when it is not current (get, patch; the
+	// Node plugin: node/kubenode gets its own Node, for its topology labels
+	// at start and to see whether the node info annotation is current, and
+	// merge-patches the annotation onto it when it is not (get, patch; the
 	// ValidatingAdmissionPolicy of TestNodeInfoPolicy narrows the patch to
 	// that annotation of the pod's own Node); the
 	// registration watchdog's informer on its own CSINode (get, list, watch);
@@ -164,9 +165,12 @@ var allowedRBACOverrides = map[string]map[string][]string{
 	"kustomize/group-snapshots": {"ClusterRole/ontap-csi-snapshotter": groupSnapshotterRBAC},
 	"helm-group-snapshots":      {"ClusterRole/ontap-csi-snapshotter": groupSnapshotterRBAC},
 	// Trident's controller gets the node info over its REST API and never
-	// reads a Node annotation.
+	// reads a Node annotation: no patch. The node plugin still gets its
+	// own Node for the topology labels NodeGetInfo reports, as Trident's
+	// node ClusterRole allows (get nodes, nothing more).
 	"kustomize/trident-node": {
 		"ClusterRole/ontap-csi-node": {
+			"/nodes:get",
 			"storage.k8s.io/csinodes:get", "storage.k8s.io/csinodes:list", "storage.k8s.io/csinodes:watch",
 		},
 	},

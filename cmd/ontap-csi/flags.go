@@ -171,7 +171,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.driverName, "driver-name", "csi.trident.netapp.io", "CSI driver name")
 	fs.StringVar(&o.kubeletDir, "kubelet-dir", envOr("KUBELET_DIR", "/var/lib/kubelet"), "kubelet root directory on the host (default from $KUBELET_DIR, else /var/lib/kubelet)")
 	fs.StringVar(&o.metricsAddress, "metrics-address", "", "host:port for /healthz, /readyz and /metrics (empty: off unless --metrics)")
-	fs.StringVar(&o.nodeTopology, "node-topology", "", "topology segments reported by NodeGetInfo, key=value[,key=value...]")
+	fs.StringVar(&o.nodeTopology, "node-topology", "", "topology segments reported by NodeGetInfo, key=value[,key=value...] (default: in a pod, the topology.kubernetes.io labels of the --csi_node_name Node, read at start)")
 	// Trident has no such flag; the name is csi-driver-nfs's and TopoLVM's.
 	fs.Int64Var(&o.maxVolumesPerNode, "max-volumes-per-node", 0, "volumes of this driver the scheduler may place on the node, reported by NodeGetInfo (0: no limit)")
 	fs.StringVar(&o.hostRoot, "host-root", hostRootAuto, "where the host's root filesystem is mounted in the container; host tools run chrooted into it. \"auto\": /host when it holds a root filesystem (Trident's DaemonSet mounts it there), else none")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -93,6 +95,62 @@ func nodeInfoClient(cfg *rest.Config) (dynamic.Interface, error) {
 	}
 	return dynamic.NewForConfigAndClient(cfg, hc)
 }
+
+// nodeTopology is what the node role's NodeGetInfo reports for the life of
+// the process: --node-topology when given; else, with API access (in a
+// pod, as under trident-operator, whose DaemonSet cannot be given the
+// flag), the topology.kubernetes.io labels of its own Node, as Trident's
+// node reports them (docs/design/trident-compat.md §3.1); else none.
+// config is called only when the flag is not given: the pod's API config,
+// nil outside a pod.
+//
+// It is read once, before the CSI server serves, so that NodeGetInfo keeps
+// answering from local state (docs/design/registration.md I6) and every
+// generation on the node reports the same node info for the same Node
+// labels: a registration with other node info makes kubelet rewrite CSINode
+// and the node's topology labels, and a label clash fails it and drops the
+// driver (docs/design/registration.md K5). So a Node that cannot be read is
+// never papered over with a guess such as no topology: after kubenode's
+// bounded retry the error stops the process before it binds the endpoint or
+// registers, and the container's restart is the next try, as Trident's node
+// retries its registration. The predecessor, if any, keeps serving
+// meanwhile. Only a refusal by RBAC (kubenode.ErrNoNodeAccess) means no
+// topology, because that is a fact of the install, the same for every
+// generation. Labels changed later are seen by the next start only, as in
+// Trident, which reads them at registration.
+func nodeTopology(ctx context.Context, o *options, config func() *rest.Config) (map[string]string, error) {
+	if o.topology != nil {
+		return o.topology, nil
+	}
+	cfg := config()
+	if cfg == nil {
+		return nil, nil
+	}
+	client, err := nodeInfoClient(cfg)
+	if err != nil {
+		logrus.WithError(err).Warn("Kubernetes client unusable: NodeGetInfo reports no topology")
+		return nil, nil
+	}
+	reader := kubenode.NewTopology(client)
+	reader.Bound = topologyBound
+	topo, err := reader.Read(ctx, o.csiNodeName)
+	if errors.Is(err, kubenode.ErrNoNodeAccess) {
+		logrus.WithError(err).Warn("NodeGetInfo reports no topology: grant the node plugin get on nodes " +
+			"to report the Node's topology.kubernetes.io labels, or give --node-topology")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the Node's topology labels, which NodeGetInfo reports, cannot be read; "+
+			"not registering with kubelet rather than with other node info (give --node-topology to not read them): %w", err)
+	}
+	logrus.WithFields(logrus.Fields{"node": o.csiNodeName, "topology": topo}).
+		Info("NodeGetInfo reports the Node's topology labels as read at start")
+	return topo, nil
+}
+
+// topologyBound is how long the node role retries reading its Node's
+// topology labels before it gives up starting (tests shorten it).
+var topologyBound = kubenode.DefaultTopologyBound
 
 // staleCleanupTimeout bounds the cleanup of stale volumes at start-up: it
 // delays registration, which during a rollout the predecessor covers only

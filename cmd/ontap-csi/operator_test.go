@@ -555,6 +555,12 @@ func (c *cluster) startReachableNode(ctx context.Context, t *testing.T, v string
 	if err != nil || ni.NodeId != "worker-1" {
 		t.Fatalf("NodeGetInfo = %v, %v", ni, err)
 	}
+	// No --node-topology in the operator's DaemonSet: the Node's
+	// topology.kubernetes.io labels, read with Trident's node
+	// ServiceAccount, as Trident's node reports them.
+	if seg := ni.GetAccessibleTopology().GetSegments(); len(seg) != 1 || seg["topology.kubernetes.io/zone"] != "zone-worker-1" {
+		t.Errorf("NodeGetInfo topology %v, want the Node's label topology.kubernetes.io/zone=zone-worker-1", seg)
+	}
 	if !strings.Contains(n1.logs(), `host-root=/host`) {
 		t.Error("node did not find the host root at /host")
 	}
@@ -595,7 +601,9 @@ func (c *cluster) startUnreachableNode(ctx context.Context, t *testing.T, v stri
 	eventually(t, "worker-2 retries the controller", 60*time.Second, func() (bool, string) {
 		return strings.Count(n2.logs(), "reporting node info to the controller failed") >= 2, ""
 	})
-	if ni, err := csi.NewNodeClient(dial(t, n2.proc, ep2)).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{}); err != nil || ni.NodeId != "worker-2" {
+	// Its topology does not wait for the controller: it is the Node's.
+	if ni, err := csi.NewNodeClient(dial(t, n2.proc, ep2)).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{}); err != nil || ni.NodeId != "worker-2" ||
+		ni.GetAccessibleTopology().GetSegments()["topology.kubernetes.io/zone"] != "zone-worker-2" {
 		t.Fatalf("worker-2 NodeGetInfo = %v, %v", ni, err)
 	}
 	assertRegistered(t, w2)

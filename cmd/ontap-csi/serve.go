@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
+	"k8s.io/client-go/rest"
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
@@ -74,6 +75,14 @@ func serve(ctx context.Context, o *options) error {
 	defer servers.stop()
 	var reporter node.Reporter
 	if o.csiRole == roleNode {
+		// Before anything serves: NodeGetInfo's answer (nodeinfo.go).
+		topo, err := nodeTopology(ctx, o, func() *rest.Config {
+			return inClusterConfig("NodeGetInfo reports no topology but --node-topology")
+		})
+		if err != nil {
+			return err
+		}
+		o.topology = topo
 		// Under Trident's DaemonSet: PUT /trident/v1/node to the controller;
 		// in our own install: an annotation on the Node (nodeinfo.go).
 		reporter = nodeReporter(&o.tridentAPI, o.topology)

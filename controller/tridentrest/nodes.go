@@ -16,7 +16,6 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -52,18 +51,8 @@ func NodeTopology(client dynamic.Interface) TopologyFunc {
 		if err != nil {
 			return nil, err
 		}
-		return topologyLabels(n.GetLabels()), nil
+		return nodeinfo.TopologyLabels(n.GetLabels()), nil
 	}
-}
-
-func topologyLabels(labels map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range labels {
-		if strings.HasPrefix(k, "topology.kubernetes.io") {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // ControllerAPI is what the controller serves node plugins (--https_rest):

@@ -72,7 +72,8 @@ type Config struct {
 	// --https_client_key). They are read for every attempt, so a Secret
 	// mounted or rotated late is picked up by the next retry.
 	CACert, ClientCert, ClientKey string
-	// Topology is what this node's NodeGetInfo reports (--node-topology).
+	// Topology is what this node's NodeGetInfo reports (--node-topology,
+	// or the Node's topology labels read at start).
 	// The controller's answer carries the node's topology labels; they are
 	// compared with it and never applied (see ReportNode).
 	Topology map[string]string
@@ -170,7 +171,8 @@ func (r *Reporter) compareTopology(labels map[string]string) {
 	if !seen {
 		logrus.WithFields(logrus.Fields{"controllerTopology": labels, "nodeGetInfoTopology": r.cfg.Topology}).
 			Warn("the controller reports topology labels for this node that NodeGetInfo does not: NodeGetInfo keeps " +
-				"--node-topology, so that every plugin generation registers the same node info with kubelet")
+				"what it took at start (--node-topology, or the Node's labels as read then), so that every plugin " +
+				"generation registers the same node info with kubelet")
 	}
 }
 

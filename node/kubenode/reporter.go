@@ -1,4 +1,8 @@
-// Package kubenode publishes the node info (IQN, IPs) for the controller as
+// Package kubenode is the node plugin's use of the Kubernetes API: its
+// topology from its own Node's labels (Topology), the VolumeAttachments of
+// its node (Attachments), and, here, the node info for the controller.
+//
+// It publishes the node info (IQN, IPs) for the controller as
 // an annotation on the node's own Kubernetes Node object. This is how the
 // node plugin reports in ontap-csi's own install (deploy/kustomize/base, the
 // Helm chart), where there is no Trident controller to PUT
