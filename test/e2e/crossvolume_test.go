@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -59,38 +60,54 @@ func (r *rig) makeXVol(kind, id string) *xvol {
 	return v
 }
 
-// xcalls drives one plugin with the requests of xvols.
+// xcalls drives one plugin with the requests of xvols. Each call gets its
+// own deadline, as each of kubelet's does: the test makes some two hundred
+// calls, and one deadline for all of them ran out under CI's load before
+// the last unstage (185 s).
 type xcalls struct {
-	ctx context.Context
-	p   *plugintest.Plugin
+	p *plugintest.Plugin
+}
+
+func (c xcalls) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 2*time.Minute)
 }
 
 func (c xcalls) stage(v *xvol, staging string) error {
-	_, err := c.p.Node.NodeStageVolume(c.ctx, &csi.NodeStageVolumeRequest{
+	ctx, cancel := c.ctx()
+	defer cancel()
+	_, err := c.p.Node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
 		VolumeId: v.id, StagingTargetPath: staging, VolumeCapability: v.cap, PublishContext: v.context,
 	})
 	return err
 }
 
 func (c xcalls) publish(v *xvol, staging, target string) error {
-	_, err := c.p.Node.NodePublishVolume(c.ctx, &csi.NodePublishVolumeRequest{
+	ctx, cancel := c.ctx()
+	defer cancel()
+	_, err := c.p.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{
 		VolumeId: v.id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: v.cap, PublishContext: v.context,
 	})
 	return err
 }
 
 func (c xcalls) unpublish(v *xvol, target string) error {
-	_, err := c.p.Node.NodeUnpublishVolume(c.ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.id, TargetPath: target})
+	ctx, cancel := c.ctx()
+	defer cancel()
+	_, err := c.p.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: v.id, TargetPath: target})
 	return err
 }
 
 func (c xcalls) unstage(v *xvol, staging string) error {
-	_, err := c.p.Node.NodeUnstageVolume(c.ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: staging})
+	ctx, cancel := c.ctx()
+	defer cancel()
+	_, err := c.p.Node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v.id, StagingTargetPath: staging})
 	return err
 }
 
 func (c xcalls) expand(v *xvol, path string) error {
-	_, err := c.p.Node.NodeExpandVolume(c.ctx, &csi.NodeExpandVolumeRequest{
+	ctx, cancel := c.ctx()
+	defer cancel()
+	_, err := c.p.Node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{
 		VolumeId: v.id, VolumePath: path, CapacityRange: &csi.CapacityRange{RequiredBytes: 64 << 20},
 	})
 	return err
@@ -167,7 +184,7 @@ func crossCells(c xcalls, a, b *xvol) []xcell {
 func TestCrossVolumeCallsChangeNothing(t *testing.T) {
 	r := newRig(t, rigOptions{iscsi: true})
 	p := r.startPlugin(pluginOptions{role: "node"})
-	c := xcalls{ctx: ctxT(t), p: p}
+	c := xcalls{p: p}
 	var staged, unstaged []*xvol
 	for _, kind := range []string{"nfs", "fs", "raw"} {
 		for _, n := range []string{"a", "b"} {
@@ -233,7 +250,7 @@ func (r *rig) checkUsable(t *testing.T, v *xvol) {
 func TestMountsReplacedUnderARecordAreLeftAlone(t *testing.T) {
 	r := newRig(t, rigOptions{iscsi: true})
 	p := r.startPlugin(pluginOptions{role: "node"})
-	c := xcalls{ctx: ctxT(t), p: p}
+	c := xcalls{p: p}
 	b := r.makeXVol("fs", "pvc-b")
 	for _, err := range []error{c.stage(b, b.staging), c.publish(b, b.staging, b.target)} {
 		if err != nil {
