@@ -52,7 +52,10 @@ func (c *Client) releaseDead(ctx context.Context, t Target, maps []dmMap, grace 
 	deadline := time.Now().Add(grace)
 	var dead []dmMap
 	for {
-		active, ok := c.activePaths(ctx)
+		active, ok, err := c.activePaths(ctx)
+		if err != nil {
+			return fmt.Errorf("LUN %q: %w", t.Serial, err)
+		}
 		if !ok {
 			return nil // multipathd does not say: leave the maps as they are
 		}
@@ -68,7 +71,7 @@ func (c *Client) releaseDead(ctx context.Context, t Target, maps []dmMap, grace 
 		if len(dead) == 0 || !waitFor || time.Now().After(deadline) {
 			break
 		}
-		if err := sleep(ctx, pollInterval); err != nil {
+		if err := sleep(ctx, deadPathPoll); err != nil {
 			return fmt.Errorf("waiting for a usable path of LUN %q: %w", t.Serial, err)
 		}
 	}
@@ -80,12 +83,45 @@ func (c *Client) releaseDead(ctx context.Context, t Target, maps []dmMap, grace 
 	return nil
 }
 
+// deadPathPoll paces the wait for a path to come back: the grace is
+// seconds long, and each look asks multipathd, which is busy with the very
+// paths that are failing.
+const deadPathPoll = 250 * time.Millisecond
+
+// multipathdTimeout bounds each multipathd command of a dead-map release.
+// It answers within a second even on a loaded VM, but it once did not
+// answer at all for minutes while its checker failed and reinstated the
+// paths of an unmapped LUN (docs/vm.md, 2026-12-04): the call then fails
+// with a message that says so, and kubelet's retry asks again, instead of
+// the call hanging silently until kubelet's deadline.
+var multipathdTimeout = 15 * time.Second
+
+// multipathd runs a multipathd command bounded by multipathdTimeout; its
+// timing out is an error that names the command.
+func (c *Client) multipathd(ctx context.Context, args ...string) ([]byte, error) {
+	mctx, cancel := context.WithTimeout(ctx, multipathdTimeout)
+	defer cancel()
+	out, err := c.run(mctx, "multipathd", args...)
+	if err != nil && ctx.Err() == nil && mctx.Err() != nil {
+		return nil, fmt.Errorf("multipathd did not answer %q within %s; it may be busy with failing paths, try again: %w",
+			strings.Join(args, " "), multipathdTimeout, errWaitTimedOut)
+	}
+	return out, err
+}
+
 // activePaths counts the active paths of each multipath map, by map name,
-// as multipathd sees them; ok is false when it does not say.
-func (c *Client) activePaths(ctx context.Context) (map[string]int, bool) {
-	out, err := c.run(ctx, "multipathd", "show", "paths", "raw", "format", "%m %t")
+// as multipathd sees them; ok is false when it does not say, err set when
+// it does not answer in time or the caller's context ended.
+func (c *Client) activePaths(ctx context.Context) (map[string]int, bool, error) {
+	out, err := c.multipathd(ctx, "show", "paths", "raw", "format", "%m %t")
+	if errors.Is(err, errWaitTimedOut) {
+		return nil, false, err
+	}
 	if err != nil {
-		return nil, false
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		return nil, false, nil
 	}
 	active := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -93,18 +129,18 @@ func (c *Client) activePaths(ctx context.Context) (map[string]int, bool) {
 		switch {
 		case len(f) == 0:
 		case len(f) != 2:
-			return nil, false
+			return nil, false, nil
 		case f[1] == "active":
 			active[f[0]]++
 		}
 	}
-	return active, true
+	return active, true, nil
 }
 
 func (c *Client) disableQueueing(ctx context.Context, m dmMap) error {
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"map": m.mapName, "device": m.name, "grace": c.deadPathGrace}).
 		Warn("no path of the LUN's multipath map is usable: it stops queueing I/O, so that an unmount and a flush can end; writes not yet on the LUN are lost")
-	out, err := c.run(ctx, "multipathd", "disablequeueing", "map", m.mapName)
+	out, err := c.multipathd(ctx, "disablequeueing", "map", m.mapName)
 	if err == nil && strings.TrimSpace(string(out)) != "ok" {
 		err = errors.New("multipathd answered " + truncate(strings.TrimSpace(string(out)), 80))
 	}

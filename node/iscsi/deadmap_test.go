@@ -59,7 +59,7 @@ func TestReleaseDeadMaps(t *testing.T) {
 				}
 				return nil, nil
 			}}
-			c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: 300 * time.Millisecond})
+			c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestReleaseDeadMaps(t *testing.T) {
 			if got := ex.called("multipathd disablequeueing") == 1; got != tc.release {
 				t.Fatalf("queueing disabled: %v, want %v\n%s", got, tc.release, ex.log())
 			}
-			if waited := took >= 300*time.Millisecond; waited != tc.waits {
+			if waited := took >= 2*time.Second; waited != tc.waits {
 				t.Fatalf("took %s: waited for the grace %v, want %v", took, waited, tc.waits)
 			}
 		})
@@ -115,4 +115,58 @@ func TestDetachReleasesDeadMapsAtOnce(t *testing.T) {
 	if i, j := strings.Index(log, "multipathd disablequeueing"), strings.Index(log, "multipath -f"); i < 0 || j < i {
 		t.Fatalf("queueing not stopped before the flush:\n%s", log)
 	}
+}
+
+// hangingPaths is an executor whose multipathd never answers "show paths"
+// until the command is killed, as multipathd once did while its checker
+// failed and reinstated an unmapped LUN's paths.
+type hangingPaths struct{ *fakeExec }
+
+func (h hangingPaths) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	if name == "multipathd" && len(args) > 0 && args[0] == "show" && args[1] == "paths" {
+		h.fakeExec.Run(ctx, name, args...)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.fakeExec.Run(ctx, name, args...)
+}
+
+// TestReleaseDeadMapsWhenMultipathdDoesNotAnswer: the release fails within
+// its bound with an error that names multipathd and the command, and
+// stops nothing queueing, instead of hanging until the caller's deadline.
+func TestReleaseDeadMapsWhenMultipathdDoesNotAnswer(t *testing.T) {
+	defer func(d time.Duration) { multipathdTimeout = d }(multipathdTimeout)
+	multipathdTimeout = 200 * time.Millisecond
+	mapName := "3600a0980" + hexSerial(testSerial)
+	f := newFakeSys(t)
+	f.session(1)
+	f.device(1, 3, "sdb", testSerial, 1<<30)
+	f.mpathMap("dm-1", "mpath-"+mapName, 1<<30, "sdb")
+	ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+		switch cmd := strings.Join(argv, " "); cmd {
+		case "multipathd show daemon":
+			return []byte("pid 42 idle\n"), nil
+		case "iscsiadm -m session":
+			return sessionLines(1), nil
+		}
+		return nil, nil
+	}}
+	c, err := New(Config{Exec: hangingPaths{ex}, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = c.ReleaseDeadMaps(ctx, testTarget())
+	if err == nil || !strings.Contains(err.Error(), `multipathd did not answer "show paths raw format %m %t" within 200ms`) {
+		t.Fatalf("ReleaseDeadMaps: %v, want multipathd's silence named\n%s", err, ex.log())
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("took %s: the caller's deadline, not multipathd's bound", took)
+	}
+	if ex.called("multipathd disablequeueing") != 0 {
+		t.Errorf("queueing disabled without multipathd's answer\n%s", ex.log())
+	}
+	t.Log(err)
 }
