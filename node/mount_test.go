@@ -44,7 +44,7 @@ func TestUnmountOfAMountGoneAfterATimeout(t *testing.T) {
 // mount is busy: umount and umount -f fail with EBUSY, and a umount that
 // resolves the path or runs umount.nfs blocks on the server's stat until
 // it is killed. Only the kernel's detach (no canonicalization, no helper)
-// removes the mount (architecture.md §7.7).
+// removes the mount (docs/design/architecture.md §7.7).
 type deadServerHost struct{ *fakeHost }
 
 func (h deadServerHost) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
