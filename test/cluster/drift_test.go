@@ -92,6 +92,12 @@ func attachmentDrift(ctx context.Context, s *suite, r *scenarioRun) error {
 	if err != nil {
 		return err
 	}
+	// csi-attacher compares ListVolumes' node IDs with the one CSINode
+	// gives for the VolumeAttachment's node.
+	nodeID, err := s.csiNodeID(ctx, node.Name)
+	if err != nil {
+		return err
+	}
 	vols := []*driftVolume{
 		{kind: "nas", class: nasClass, mode: corev1.ReadWriteMany},
 		{kind: "san", class: sanClass, mode: corev1.ReadWriteOnce},
@@ -133,7 +139,7 @@ func attachmentDrift(ctx context.Context, s *suite, r *scenarioRun) error {
 		r.note(s, "%s: %s (PV %s) used by %s on %s; VolumeAttachment %s attached %v, metadata %v; ONTAP: %s",
 			d.kind, d.vol, d.pv.Name, d.keeper.Name, node.Name, va.Name, va.Status.Attached, va.Status.AttachmentMetadata, d.before)
 	}
-	if err := s.expectListed(ctx, vols, node.Name, true); err != nil {
+	if err := s.expectListed(ctx, vols, nodeID, true); err != nil {
 		return err
 	}
 	if err := s.expectDataPlane(ctx, vols, node, true); err != nil {
@@ -143,12 +149,12 @@ func attachmentDrift(ctx context.Context, s *suite, r *scenarioRun) error {
 	if err != nil {
 		return err
 	}
-	r.note(s, "ListVolumes lists %s for both; the data plane admits it (NFS export, iSCSI LUN); csi-attacher's leader %s, --reconcile-sync %s",
-		node.Name, leader, period)
+	r.note(s, "ListVolumes lists node ID %s for both; the data plane admits %s (NFS export, iSCSI LUN); csi-attacher's leader %s, --reconcile-sync %s",
+		nodeID, node.Name, leader, period)
 
 	// The admin's hand: both at once, so one reconcile pass sees both.
 	for _, d := range vols {
-		if d.seqAtRemoval, _, err = s.journalTail(node, d); err != nil {
+		if d.seqAtRemoval, _, err = s.journalTail(ctx, node, d); err != nil {
 			return err
 		}
 		if err := s.removeAccess(ctx, d, node); err != nil {
@@ -164,14 +170,14 @@ func attachmentDrift(ctx context.Context, s *suite, r *scenarioRun) error {
 		return err
 	}
 	for _, d := range vols {
-		if slices.Contains(listed[d.handle()], node.Name) {
+		if slices.Contains(listed[d.handle()], nodeID) {
 			if now, err := s.nodeAccess(ctx, d, node); err != nil || now == "" {
-				return fmt.Errorf("%s: ListVolumes still lists %s for %s with its access removed on ONTAP (%v)", d.kind, node.Name, d.handle(), err)
+				return fmt.Errorf("%s: ListVolumes still lists %s for %s with its access removed on ONTAP (%v)", d.kind, nodeID, d.handle(), err)
 			}
 			r.note(s, "%s: repaired before ListVolumes could be asked", d.kind)
 			continue
 		}
-		r.note(s, "%s: ListVolumes lists %v for %s: not %s", d.kind, listed[d.handle()], d.vol, node.Name)
+		r.note(s, "%s: ListVolumes lists %v for %s: not %s", d.kind, listed[d.handle()], d.vol, nodeID)
 	}
 	if err := s.expectDataPlane(ctx, vols, node, false); err != nil {
 		r.note(s, "the data plane during the drift: %v (repaired already?)", err)
@@ -202,13 +208,13 @@ func attachmentDrift(ctx context.Context, s *suite, r *scenarioRun) error {
 	}); err != nil {
 		return fmt.Errorf("not repaired within csi-attacher's --reconcile-sync %s + %s: %w", period, repairSlack, err)
 	}
-	if err := s.expectListed(ctx, vols, node.Name, true); err != nil {
+	if err := s.expectListed(ctx, vols, nodeID, true); err != nil {
 		return err
 	}
 	if err := s.expectDataPlane(ctx, vols, node, true); err != nil {
 		return err
 	}
-	r.note(s, "ListVolumes lists %s again for both; the data plane admits it again", node.Name)
+	r.note(s, "ListVolumes lists %s again for both; the data plane admits %s again", nodeID, node.Name)
 	for _, d := range vols {
 		va, err := c.StorageV1().VolumeAttachments().Get(ctx, d.va, metav1.GetOptions{})
 		if err != nil {
@@ -272,7 +278,7 @@ func (s *suite) driftIO(ctx context.Context, r *scenarioRun, vols []*driftVolume
 				return fmt.Errorf("%s: %s restarted %d times (a write failed)", d.kind, p.Name, cs.RestartCount)
 			}
 		}
-		seq, last, err := s.journalTail(node, d)
+		seq, last, err := s.journalTail(ctx, node, d)
 		if err != nil {
 			return err
 		}
@@ -286,36 +292,66 @@ func (s *suite) driftIO(ctx context.Context, r *scenarioRun, vols []*driftVolume
 	return nil
 }
 
+// csiNodeID is the driver's node ID in a node's CSINode.
+func (s *suite) csiNodeID(ctx context.Context, node string) (string, error) {
+	cn, err := s.cluster.Client.StorageV1().CSINodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, d := range cn.Spec.Drivers {
+		if d.Name == driverName {
+			return d.NodeID, nil
+		}
+	}
+	return "", fmt.Errorf("CSINode %s has no %s", node, driverName)
+}
+
 // podVolumeMount is where kubelet mounts a pod's CSI volume on its node.
 func podVolumeMount(p *corev1.Pod, pv string) string {
 	return filepath.Join("/var/lib/kubelet/pods", string(p.UID), "volumes", "kubernetes.io~csi", pv, "mount")
 }
 
 // journalTail reads the keeper's journal through its mount on the node: the
-// last line's number and time.
-func (s *suite) journalTail(node *localcluster.Node, d *driftVolume) (int, time.Time, error) {
-	b, err := os.ReadFile(node.NodePath(filepath.Join(podVolumeMount(d.keeper, d.pv.Name), "journal")))
+// last line's number and time. A keeper just started may not have written
+// its first line yet.
+func (s *suite) journalTail(ctx context.Context, node *localcluster.Node, d *driftVolume) (int, time.Time, error) {
+	var seq int
+	var at time.Time
+	var last error
+	err := pollUntil(ctx, 30*time.Second, func() (bool, string, error) {
+		var b []byte
+		if b, last = os.ReadFile(node.NodePath(filepath.Join(podVolumeMount(d.keeper, d.pv.Name), "journal"))); last == nil {
+			seq, at, last = lastJournalLine(b)
+		}
+		return last == nil, fmt.Sprint(last), nil
+	})
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("%s: %w", d.kind, err)
+		return 0, time.Time{}, fmt.Errorf("%s: %s's journal: %w", d.kind, d.keeper.Name, last)
 	}
-	return lastJournalLine(b)
+	return seq, at, nil
 }
 
 // lastJournalLine parses the last complete line of a keeper's journal
-// ("<seq> <RFC 3339 time> <pod>").
+// ("<seq> <RFC 3339 time> <pod>\n"); a line still being written is not
+// complete.
 func lastJournalLine(b []byte) (int, time.Time, error) {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	f := strings.Fields(lines[len(lines)-1])
+	text := string(b)
+	end := strings.LastIndexByte(text, '\n')
+	if end < 0 {
+		return 0, time.Time{}, fmt.Errorf("no complete line in the journal")
+	}
+	line := text[strings.LastIndexByte(text[:end], '\n')+1 : end]
+	f := strings.Fields(line)
 	if len(f) != 3 {
-		return 0, time.Time{}, fmt.Errorf("journal's last line %q", lines[len(lines)-1])
+		return 0, time.Time{}, fmt.Errorf("journal's last line %q", line)
 	}
 	seq, err := strconv.Atoi(f[0])
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("journal's last line %q: %w", lines[len(lines)-1], err)
+		return 0, time.Time{}, fmt.Errorf("journal's last line %q: %w", line, err)
 	}
 	at, err := time.Parse(time.RFC3339Nano, f[1])
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("journal's last line %q: %w", lines[len(lines)-1], err)
+		return 0, time.Time{}, fmt.Errorf("journal's last line %q: %w", line, err)
 	}
 	return seq, at, nil
 }

@@ -30,7 +30,12 @@ func TestDriftLastJournalLine(t *testing.T) {
 	if err != nil || seq != 2 || !at.Equal(time.Date(2026, 12, 4, 16, 0, 0, 3e8, time.UTC)) {
 		t.Errorf("got %d %s %v", seq, at, err)
 	}
-	for _, bad := range []string{"", "2 2026-12-04T16:00:00.3Z", "x 2026-12-04T16:00:00.3Z p\n", "3 yesterday p\n"} {
+	// A line still being written is left out.
+	seq, _, err = lastJournalLine([]byte("1 2026-12-04T16:00:00.1Z keep-nas\n2 2026-12-04T16:00:0"))
+	if err != nil || seq != 1 {
+		t.Errorf("with a partial last line: %d, %v", seq, err)
+	}
+	for _, bad := range []string{"", "2 2026-12-04T16:00:00.3Z p", "x 2026-12-04T16:00:00.3Z p\n", "3 yesterday p\n", "4 2026-12-04T16:00:00.3Z\n"} {
 		if _, _, err := lastJournalLine([]byte(bad)); err == nil {
 			t.Errorf("lastJournalLine(%q): no error", bad)
 		}
