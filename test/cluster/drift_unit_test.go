@@ -43,15 +43,15 @@ func TestDriftLastJournalLine(t *testing.T) {
 }
 
 func TestDriftCRILogLines(t *testing.T) {
-	log := []byte(`2026-12-04T16:00:00.000000001Z stderr F I1204 attaching va-1
-2026-12-04T16:00:02.5Z stderr F E1204 "VolumeAttachment attached status and actual state do not match" VolumeAttachment="va-1" found=false
-2026-12-04T16:00:03Z stderr F E1204 "VolumeAttachment attached status and actual state do not match" VolumeAttachment="va-2" found=false
+	log := []byte(`2026-12-04T16:00:00.000000001Z stderr F attaching va-1
+2026-12-04T16:00:02.5Z stderr F "VolumeAttachment attached status and actual state do not match" VolumeAttachment="va-1" found=false
+2026-12-04T16:00:03Z stderr F "VolumeAttachment attached status and actual state do not match" VolumeAttachment="va-2" found=false
 not a CRI line
 2026-12-04T16:00:04Z stdout F time=x level=info msg="publishing volume" volume=v1 node=n1
 `)
 	since := time.Date(2026, 12, 4, 16, 0, 1, 0, time.UTC)
 	got := criLogLines(log, since, "va-1")
-	want := []string{`16:00:02.500 E1204 "VolumeAttachment attached status and actual state do not match" VolumeAttachment="va-1" found=false`}
+	want := []string{`16:00:02.500 "VolumeAttachment attached status and actual state do not match" VolumeAttachment="va-1" found=false`}
 	if !slices.Equal(got, want) {
 		t.Errorf("va-1 since 16:00:01:\n got %q\nwant %q", got, want)
 	}
