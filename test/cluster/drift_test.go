@@ -309,6 +309,9 @@ func (s *suite) driftIO(ctx context.Context, r *scenarioRun, vols []*driftVolume
 				return fmt.Errorf("%s: %s restarted %d times (a write failed)", d.kind, p.Name, cs.RestartCount)
 			}
 		}
+		if !podReady(p) {
+			return fmt.Errorf("%s: %s is not Ready: %s", d.kind, p.Name, podState(p))
+		}
 		seq, last, err := s.journalTail(ctx, node, d)
 		if err != nil {
 			return err
