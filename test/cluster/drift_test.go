@@ -249,13 +249,18 @@ func attachmentDrift(ctx context.Context, s *suite, r *scenarioRun) error {
 	}
 	// Mismatches for other VolumeAttachments would mean ListVolumes
 	// misreports them: the attacher would publish them again every period.
-	others := 0
+	// (One that is being attached or detached meanwhile mismatches for
+	// a moment: those are expected.)
+	var others []string
 	for _, l := range s.controllerLog(ctx, "csi-attacher", r.from, "actual state do not match") {
 		if !slices.ContainsFunc(vols, func(d *driftVolume) bool { return strings.Contains(l, d.va) }) {
-			others++
+			others = append(others, l)
 		}
 	}
-	r.note(s, "csi-attacher's mismatches for other VolumeAttachments since the scenario began: %d", others)
+	r.note(s, "csi-attacher's mismatches for other VolumeAttachments since the scenario began: %d", len(others))
+	for _, l := range firstLines(others, 3) {
+		r.note(s, "csi-attacher: %s", l)
+	}
 	if err := s.driftIO(ctx, r, vols, node); err != nil {
 		return err
 	}
