@@ -65,6 +65,7 @@ type driftVolume struct {
 	before                string
 	removedAt, repairedAt time.Time
 	seqAtRemoval          int
+	lun                   int // san: the map's LUN ID before the removal
 }
 
 func (d *driftVolume) claim() string  { return d.kind }
@@ -136,6 +137,11 @@ func attachmentDrift(ctx context.Context, s *suite, r *scenarioRun) error {
 		}
 		if d.before == "" {
 			return fmt.Errorf("%s: ONTAP has no export rule or LUN map of %s for %s after the attach", d.kind, d.vol, node.Name)
+		}
+		if d.kind == "san" {
+			if m, err := s.nodeMap(ctx, d.vol, node.Name); err == nil && m != nil {
+				d.lun = m.Number
+			}
 		}
 		r.note(s, "%s: %s (PV %s) used by %s on %s; VolumeAttachment %s attached %v, metadata %v; ONTAP: %s",
 			d.kind, d.vol, d.pv.Name, d.keeper.Name, node.Name, va.Name, va.Status.Attached, va.Status.AttachmentMetadata, d.before)
@@ -230,6 +236,17 @@ func attachmentDrift(ctx context.Context, s *suite, r *scenarioRun) error {
 		return err
 	}
 	r.note(s, "ListVolumes lists %s again for both; the data plane admits %s again", nodeID, node.Name)
+	// Publish maps at the lowest free LUN ID, which is not the old one if
+	// another LUN took it meanwhile. The shim's device keeps working at the
+	// old address; a real host's would stay cut off (docs/migration.md).
+	for _, d := range vols {
+		if d.kind != "san" {
+			continue
+		}
+		if m, err := s.nodeMap(ctx, d.vol, node.Name); err == nil && m != nil && m.Number != d.lun {
+			r.note(s, "san: the map came back at LUN %d, not at its old LUN %d, where the node's device still is: a real host would need the volume staged again", m.Number, d.lun)
+		}
+	}
 	for _, d := range vols {
 		va, err := c.StorageV1().VolumeAttachments().Get(ctx, d.va, metav1.GetOptions{})
 		if err != nil {
