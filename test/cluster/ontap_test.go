@@ -32,24 +32,48 @@ type ontapListing struct {
 
 // get fetches a collection's records with the given fields.
 func (o *ontap) get(ctx context.Context, path, fields string, out any) error {
+	return o.getWhere(ctx, path, fields, nil, out)
+}
+
+// getWhere is get with query filters (ONTAP's field=value).
+func (o *ontap) getWhere(ctx context.Context, path, fields string, where url.Values, out any) error {
 	q := url.Values{"fields": {fields}, "max_records": {"10000"}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.base+path+"?"+q.Encode(), nil)
+	for k, v := range where {
+		q[k] = v
+	}
+	body, err := o.call(ctx, http.MethodGet, path+"?"+q.Encode())
 	if err != nil {
 		return err
-	}
-	req.SetBasicAuth("admin", "password")
-	resp, err := o.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
 	}
 	return json.Unmarshal(body, &struct {
 		Records any `json:"records"`
 	}{Records: out})
+}
+
+// delete deletes one object, as an admin would by hand.
+func (o *ontap) delete(ctx context.Context, path string) error {
+	_, err := o.call(ctx, http.MethodDelete, path)
+	return err
+}
+
+// call sends a request without a body and returns the answer's body; any
+// status but 200 is an error.
+func (o *ontap) call(ctx context.Context, method, pathQuery string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, o.base+pathQuery, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.SetBasicAuth("admin", "password")
+	resp, err := o.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, pathQuery, resp.Status, body)
+	}
+	return body, nil
 }
 
 type named struct {

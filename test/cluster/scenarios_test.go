@@ -60,6 +60,7 @@ var scenarios = []scenario{
 	{name: "7.0a-seed-baseline", title: "control: legacy DaemonSet (plugin + registrar sidecar) deleted and re-created reproduces the seed", control: true, beforeWorkload: true, run: seedBaseline},
 	{name: "7.0b-migrate-from-legacy", title: "ontap-csi installed beside the legacy DaemonSet, then the legacy DaemonSet deleted", beforeWorkload: true, run: migrateFromLegacy},
 	{name: "rbac-node-info-policy", title: "a node pod may change its own Node's node-info annotation and nothing else (issue 17)", namespace: "s-rbac", group: "storage", run: nodeRBAC},
+	{name: "drift-attachment-repair", title: "an export rule and a LUN map removed on ONTAP by hand come back through csi-attacher's reconcile (issue 19)", namespace: "s-drift", group: "storage", run: attachmentDrift},
 	{name: "1-dynamic-provisioning", title: "dynamic provisioning, nas and san, WaitForFirstConsumer with topology", namespace: "s1", group: "storage", run: dynamicProvisioning},
 	{name: "2-rwx-two-nodes", title: "a ReadWriteMany NFS volume used on two nodes at once", namespace: "s2", group: "storage", run: rwxTwoNodes},
 	{name: "3-iscsi-moves-node", title: "an iSCSI ReadWriteOnce volume whose pod moves to the other node", namespace: "s3", group: "storage", run: iscsiMovesNode},
