@@ -518,6 +518,57 @@ func TestGetCapacity(t *testing.T) {
 	}
 }
 
+// csi-provisioner's --enable-capacity calls GetCapacity once per
+// StorageClass and topology segment and publishes a CSIStorageCapacity for
+// each; the scheduler then skips nodes whose segment reports too little. So
+// the answer must be the pool the class may use that is reachable from that
+// segment, and zero where none is. The fake's pool capacity is its name's
+// length in GiB: "pa" 2, "pool-b" 6, "pool-any" 8 (no topology: any segment).
+func TestGetCapacityPerPoolAndTopology(t *testing.T) {
+	zoneA := map[string]string{"topology.kubernetes.io/zone": "a"}
+	zoneB := map[string]string{"topology.kubernetes.io/zone": "b"}
+	zoneC := map[string]string{"topology.kubernetes.io/zone": "c"}
+	zoned := []backends.Pool{
+		{Name: "pa", Topologies: []map[string]string{zoneA}},
+		{Name: "pool-b", Topologies: []map[string]string{zoneB}},
+	}
+	for _, tc := range []struct {
+		name   string
+		pools  []backends.Pool
+		params map[string]string
+		seg    map[string]string
+		want   int64
+	}{
+		{"no segment: the largest pool", zoned, nil, nil, 6 * gib},
+		{"zone a", zoned, nil, zoneA, 2 * gib},
+		{"zone b", zoned, nil, zoneB, 6 * gib},
+		{"segment with more keys than the pool's", zoned, nil, map[string]string{"topology.kubernetes.io/zone": "a", "region": "r"}, 2 * gib},
+		{"zone nobody serves", zoned, nil, zoneC, 0},
+		{"storagePools narrows to pa", zoned, map[string]string{"storagePools": "nas1:pa"}, nil, 2 * gib},
+		{"storagePools pa, seen from zone b", zoned, map[string]string{"storagePools": "nas1:pa"}, zoneB, 0},
+		{"a pool without topology serves every zone", append(slices.Clone(zoned), backends.Pool{Name: "pool-any"}), nil, zoneC, 8 * gib},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nas := newFake("nas1", "ontap-nas", backends.ProtocolFile, tc.pools...)
+			s, err := New(Config{Backends: []backends.Backend{nas}, Nodes: NewNodes()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := &csi.GetCapacityRequest{Parameters: tc.params}
+			if tc.seg != nil {
+				req.AccessibleTopology = &csi.Topology{Segments: tc.seg}
+			}
+			resp, err := s.GetCapacity(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.AvailableCapacity != tc.want {
+				t.Errorf("available %d, want %d", resp.AvailableCapacity, tc.want)
+			}
+		})
+	}
+}
+
 func TestToStatus(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
