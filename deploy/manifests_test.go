@@ -40,6 +40,7 @@ func TestHelmRendersTheKustomizeObjects(t *testing.T) {
 		{"defaults", "kustomize/base", nil},
 		{"ha", "kustomize/ha", []string{"controller.replicas=2"}},
 		{"group-snapshots", "kustomize/group-snapshots", []string{"groupSnapshots=true"}},
+		{"capacity", "kustomize/capacity", []string{"storageCapacity=true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := kustomize(t, tc.dir)
@@ -489,6 +490,7 @@ func TestNoRegistrarAndPinnedImages(t *testing.T) {
 		"kustomize/trident-node": kustomize(t, "kustomize/trident-node"),
 		"helm":                   helm(t),
 		"helm-ha":                helm(t, "controller.replicas=2"),
+		"kustomize/capacity":     kustomize(t, "kustomize/capacity"),
 	}
 	for what, objs := range sets {
 		n := 0
@@ -529,6 +531,69 @@ func TestCSIDriver(t *testing.T) {
 		if s.PodInfoOnMount != nil && *s.PodInfoOnMount {
 			t.Errorf("%s: podInfoOnMount: Trident does not set it", what)
 		}
+	}
+}
+
+// Storage capacity tracking is opt-in (kustomize/capacity, Helm
+// storageCapacity=true), and where it is on, every piece csi-provisioner
+// v6.3.0 needs for it is there: --enable-capacity; NAMESPACE and POD_NAME
+// from the downward API, which it needs to start (the objects' namespace)
+// and to find their owner; --capacity-ownerref-level=2, because its pod
+// belongs to a ReplicaSet of a Deployment and the objects should outlive
+// the pod; the Role for its objects in that same namespace; and the
+// CSIDriver's storageCapacity, without which the scheduler ignores them.
+// Off, none of it is rendered.
+func TestStorageCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		what string
+		objs objects
+		on   bool
+	}{
+		{"kustomize/base", kustomize(t, "kustomize/base"), false},
+		{"kustomize/ha", kustomize(t, "kustomize/ha"), false},
+		{"helm", helm(t), false},
+		{"kustomize/capacity", kustomize(t, "kustomize/capacity"), true},
+		{"helm-capacity", helm(t, "storageCapacity=true"), true},
+		{"helm-capacity-ha", helm(t, "storageCapacity=true", "controller.replicas=2"), true},
+	} {
+		t.Run(strings.ReplaceAll(tc.what, "/", "-"), func(t *testing.T) {
+			d := get[*appsv1.Deployment](t, tc.objs, controllerName)
+			var prov *corev1.Container
+			for i, c := range d.Spec.Template.Spec.Containers {
+				if c.Name == "csi-provisioner" {
+					prov = &d.Spec.Template.Spec.Containers[i]
+				}
+			}
+			if prov == nil {
+				t.Fatal("no csi-provisioner container")
+			}
+			enabled := slices.Contains(prov.Args, "--enable-capacity")
+			driver := get[*storagev1.CSIDriver](t, tc.objs, driverName)
+			scheduled := driver.Spec.StorageCapacity != nil && *driver.Spec.StorageCapacity
+			_, hasRole := tc.objs[fmt.Sprintf("rbac.authorization.k8s.io/v1/Role %s/ontap-csi-provisioner-capacity", namespace)]
+			if enabled != tc.on || scheduled != tc.on || hasRole != tc.on {
+				t.Fatalf("--enable-capacity %v, CSIDriver storageCapacity %v, capacity Role %v; want all %v", enabled, scheduled, hasRole, tc.on)
+			}
+			env := resolveEnv(t, prov.Env, fakePod{podName: "ontap-csi-controller-5d8f-x1", namespace: d.Namespace})
+			if !tc.on {
+				if _, ok := env["POD_NAME"]; ok || slices.ContainsFunc(prov.Args, func(a string) bool { return strings.HasPrefix(a, "--capacity") }) {
+					t.Errorf("capacity off, yet env %v args %v", env, prov.Args)
+				}
+				return
+			}
+			if env["NAMESPACE"] != namespace || env["POD_NAME"] != "ontap-csi-controller-5d8f-x1" {
+				t.Errorf("NAMESPACE %q, POD_NAME %q: want the pod's own namespace and name", env["NAMESPACE"], env["POD_NAME"])
+			}
+			// pod (0) -> ReplicaSet (1) -> Deployment (2).
+			if lvl := argValue(t, prov.Args, "--capacity-ownerref-level"); lvl != "2" {
+				t.Errorf("--capacity-ownerref-level=%s, want 2: the provisioner runs in a Deployment", lvl)
+			}
+			b := get[*rbacv1.RoleBinding](t, tc.objs, "ontap-csi-provisioner-capacity")
+			if b.Namespace != env["NAMESPACE"] || len(b.Subjects) != 1 || b.Subjects[0].Name != d.Spec.Template.Spec.ServiceAccountName {
+				t.Errorf("the capacity RoleBinding in %s grants to %v; want the namespace the objects go to (%s) and the controller's ServiceAccount %s",
+					b.Namespace, b.Subjects, env["NAMESPACE"], d.Spec.Template.Spec.ServiceAccountName)
+			}
+		})
 	}
 }
 

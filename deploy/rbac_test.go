@@ -21,8 +21,10 @@ import (
 // does not use, plus the node plugin's reads. Left out on purpose:
 //   - secrets: no StorageClass or VolumeSnapshotClass names *-secret-name;
 //     backend credentials are mounted, not read through the API.
-//   - csistoragecapacities, pods and replicasets for the provisioner:
-//     only with --enable-capacity.
+//   - csistoragecapacities, pods and replicasets for the provisioner,
+//     unless capacity tracking is turned on (kustomize/capacity, Helm
+//     storageCapacity=true: Role/ontap-csi-provisioner-capacity, in the
+//     controller's namespace, as upstream's rbac.yaml has them in a Role).
 //   - nothing for VolumeAttributesClasses beyond what ControllerModifyVolume
 //     needs (below).
 //   - groupsnapshot.storage.k8s.io, unless group snapshots are turned on
@@ -140,6 +142,19 @@ var allowedRBAC = map[string][]string{
 	// (controller/kubevolumes).
 	"ClusterRole/ontap-csi-controller": {"/nodes:get", "/nodes:list", "/persistentvolumes:list", "storage.k8s.io/storageclasses:list",
 		"/persistentvolumeclaims:get", "/persistentvolumes:get"},
+	// csi-provisioner with --enable-capacity (rendered only then,
+	// TestStorageCapacity): its informer lists and watches the
+	// CSIStorageCapacity objects of its namespace, and pkg/capacity
+	// creates, updates and deletes them (no get, no patch); pkg/owner gets
+	// its pod and that pod's ReplicaSet to reach the owning Deployment
+	// (--capacity-ownerref-level=2: the last step reads the ReplicaSet's
+	// owner reference, no get on deployments).
+	"Role/ontap-csi-provisioner-capacity": {
+		"storage.k8s.io/csistoragecapacities:list", "storage.k8s.io/csistoragecapacities:watch",
+		"storage.k8s.io/csistoragecapacities:create", "storage.k8s.io/csistoragecapacities:update",
+		"storage.k8s.io/csistoragecapacities:delete",
+		"/pods:get", "apps/replicasets:get",
+	},
 	// Helm's uninstall Job: kubectl rollout status on one DaemonSet.
 	"Role/ontap-csi-deregister-wait": {
 		"apps/daemonsets:get", "apps/daemonsets:list", "apps/daemonsets:watch",
@@ -178,15 +193,16 @@ var allowedRBACOverrides = map[string]map[string][]string{
 
 // allowedBindings: which ServiceAccount each role is granted to.
 var allowedBindings = map[string]string{
-	"ClusterRole/ontap-csi-provisioner": "ontap-csi-controller",
-	"ClusterRole/ontap-csi-attacher":    "ontap-csi-controller",
-	"ClusterRole/ontap-csi-resizer":     "ontap-csi-controller",
-	"ClusterRole/ontap-csi-snapshotter": "ontap-csi-controller",
-	"Role/ontap-csi-leader-election":    "ontap-csi-controller",
-	"ClusterRole/ontap-csi-node":        "ontap-csi-node",
-	"Role/ontap-csi-deregister-wait":    "ontap-csi-deregister-wait",
-	"Role/ontap-csi-controller":         "ontap-csi-controller",
-	"ClusterRole/ontap-csi-controller":  "ontap-csi-controller",
+	"ClusterRole/ontap-csi-provisioner":   "ontap-csi-controller",
+	"ClusterRole/ontap-csi-attacher":      "ontap-csi-controller",
+	"ClusterRole/ontap-csi-resizer":       "ontap-csi-controller",
+	"ClusterRole/ontap-csi-snapshotter":   "ontap-csi-controller",
+	"Role/ontap-csi-leader-election":      "ontap-csi-controller",
+	"ClusterRole/ontap-csi-node":          "ontap-csi-node",
+	"Role/ontap-csi-deregister-wait":      "ontap-csi-deregister-wait",
+	"Role/ontap-csi-provisioner-capacity": "ontap-csi-controller",
+	"Role/ontap-csi-controller":           "ontap-csi-controller",
+	"ClusterRole/ontap-csi-controller":    "ontap-csi-controller",
 }
 
 func TestRBACIsTheAllowList(t *testing.T) {
@@ -198,6 +214,8 @@ func TestRBACIsTheAllowList(t *testing.T) {
 		"helm":                      helm(t),
 		"helm-ha":                   helm(t, "controller.replicas=2"),
 		"helm-group-snapshots":      helm(t, "groupSnapshots=true"),
+		"kustomize/capacity":        kustomize(t, "kustomize/capacity"),
+		"helm-capacity":             helm(t, "storageCapacity=true"),
 	} {
 		t.Run(strings.ReplaceAll(what, "/", "-"), func(t *testing.T) {
 			roles := map[string][]rbacv1.PolicyRule{}

@@ -19,7 +19,9 @@ app.kubernetes.io/component: {{ . }}
 {{/*
 One controller sidecar with Trident 26.06's arguments; call with
 (dict "root" $ "name" "csi-provisioner" "spec" .Values.sidecars.provisioner "workersFlag" "--worker-threads"),
-and "args" (a list) for arguments of that sidecar's own.
+and "args" (a list) for arguments of that sidecar's own, "extraArgs" for
+those of an opt-in, and "podEnv" true for NAMESPACE and POD_NAME from the
+downward API (csi-provisioner's --enable-capacity finds its owner by them).
 */}}
 {{- define "ontap-csi.sidecar" -}}
 - name: {{ .name }}
@@ -46,6 +48,16 @@ and "args" (a list) for arguments of that sidecar's own.
   env:
     - name: ADDRESS
       value: /var/lib/csi/sockets/pluginproxy/csi.sock
+    {{- if .podEnv }}
+    - name: NAMESPACE
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.namespace
+    - name: POD_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+    {{- end }}
   resources:
     {{- toYaml .spec.resources | nindent 4 }}
   securityContext:
