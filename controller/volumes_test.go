@@ -547,6 +547,10 @@ func TestGetCapacityPerPoolAndTopology(t *testing.T) {
 		{"storagePools narrows to pa", zoned, map[string]string{"storagePools": "nas1:pa"}, nil, 2 * gib},
 		{"storagePools pa, seen from zone b", zoned, map[string]string{"storagePools": "nas1:pa"}, zoneB, 0},
 		{"a pool without topology serves every zone", append(slices.Clone(zoned), backends.Pool{Name: "pool-any"}), nil, zoneC, 8 * gib},
+		// Nodes without topology labels form one segment with no keys: a
+		// zoned pool's volumes would be usable on none of them.
+		{"empty segment, zoned pools only", zoned, nil, map[string]string{}, 0},
+		{"empty segment, a pool without topology", append(slices.Clone(zoned), backends.Pool{Name: "pool-any"}), nil, map[string]string{}, 8 * gib},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nas := newFake("nas1", "ontap-nas", backends.ProtocolFile, tc.pools...)
