@@ -113,6 +113,17 @@ func TestSANMapKeepsLUNID(t *testing.T) {
 				f.publish(f.b, 2) // LUN 1, freed
 				return f.b
 			}, 2, map[string]int64{postMap: 2, listMaps: 1}, true},
+			// ONTAP's code for a taken ID is a guess: another refusal of
+			// the POST that asked for an ID (here an unknown code, read
+			// as "invalid") falls back too.
+			{"ID refused with another code", func(f *lunIDFixture) backends.Backend {
+				f.publish(f.b, 0) // LUN 0
+				f.publish(f.b, 1) // LUN 1
+				f.unpublish(0)    // 0 free
+				f.unmapByHand(1)
+				f.s.SetFaults([]ontapsim.FaultRule{{Method: "POST", Path: "/protocols/san/lun-maps", Rate: 1, Kind: ontapsim.FaultJob, Code: 1254399, Limit: 1}})
+				return f.b
+			}, 0, map[string]int64{postMap: 2, listMaps: 1}, true},
 			{"new controller after a ListVolumes", func(f *lunIDFixture) backends.Backend {
 				f.publish(f.b, 0) // LUN 0
 				f.publish(f.b, 1) // LUN 1
