@@ -204,3 +204,48 @@ func (c *igroupCache) forget(name string) {
 	defer c.mu.Unlock()
 	delete(c.m, name)
 }
+
+// lunIDCache remembers, per LUN UUID and per-node igroup name, the LUN ID
+// under which the node last reached the LUN, so that a map removed on
+// ONTAP by hand is made again where the node's device still sits
+// (docs/design/ontap-rest.md §10.4). Unlike the caches above it has no
+// TTL: the node's device stays at its ID for as long as the volume is
+// staged, however long that is. A node's entry goes with its unpublish, a
+// LUN's with its delete.
+type lunIDCache struct {
+	mu sync.Mutex
+	m  map[lunIDKey]int
+}
+
+type lunIDKey struct{ lun, igroup string }
+
+func (c *lunIDCache) get(lunUUID, igroup string) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.m[lunIDKey{lunUUID, igroup}]
+	return id, ok
+}
+
+func (c *lunIDCache) put(lunUUID, igroup string, id int) {
+	if lunUUID == "" || igroup == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[lunIDKey]int{}
+	}
+	c.m[lunIDKey{lunUUID, igroup}] = id
+}
+
+// forget drops the LUN's entry for igroup, or all its entries if igroup
+// is "".
+func (c *lunIDCache) forget(lunUUID, igroup string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.m {
+		if k.lun == lunUUID && (igroup == "" || k.igroup == igroup) {
+			delete(c.m, k)
+		}
+	}
+}

@@ -170,9 +170,9 @@ func (s *sanDriver) PublishedNodes(ctx context.Context, vols []*backends.Volume,
 	for _, ig := range igs {
 		initiators[ig.Name] = ig.Initiators
 	}
-	igroupsOf := map[string][]string{} // LUN path → igroup names
+	mapsOf := map[string][]rest.LUNMap{} // LUN path → its maps
 	for _, m := range maps {
-		igroupsOf[m.LUNPath] = append(igroupsOf[m.LUNPath], m.IgroupName)
+		mapsOf[m.LUNPath] = append(mapsOf[m.LUNPath], m)
 	}
 	out := make(map[string][]string, len(vols))
 	for _, vol := range vols {
@@ -186,13 +186,19 @@ func (s *sanDriver) PublishedNodes(ctx context.Context, vols []*backends.Volume,
 		}
 		names := []string{}
 		for _, node := range nodes {
-			if slices.ContainsFunc(igroupsOf[path], func(ig string) bool {
+			i := slices.IndexFunc(mapsOf[path], func(m rest.LUNMap) bool {
 				if node.IQN == "" {
-					return isNodeIgroup(ig, node.Name, s.installationID)
+					return isNodeIgroup(m.IgroupName, node.Name, s.installationID)
 				}
-				return slices.Contains(initiators[ig], node.IQN)
-			}) {
+				return slices.Contains(initiators[m.IgroupName], node.IQN)
+			})
+			if i >= 0 {
 				names = append(names, node.Name)
+				// The ID the node sees the LUN at, for a publish that
+				// has to make the map again (docs/design/ontap-rest.md
+				// §10.4): remembered at no cost, from this listing.
+				m := mapsOf[path][i]
+				s.lunIDs.put(m.LUNUUID, igroupName(node.Name, s.installationID), m.LUNID)
 			}
 		}
 		slices.Sort(names)

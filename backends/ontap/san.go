@@ -30,6 +30,7 @@ type sanDriver struct {
 	targetIQN string
 	lifs      lifCache    // san_lifs.go
 	igroups   igroupCache // identities.go
+	lunIDs    lunIDCache  // identities.go
 }
 
 func (s *sanDriver) init(ctx context.Context) error {
@@ -266,6 +267,7 @@ func (s *sanDriver) DeleteVolume(ctx context.Context, vol *backends.Volume) erro
 
 // unmapAll removes every map of a LUN, and per-node igroups left empty.
 func (s *sanDriver) unmapAll(ctx context.Context, lun *rest.LUN) error {
+	s.lunIDs.forget(lun.UUID, "")
 	maps, err := s.client.ListLUNMaps(ctx, lun.Path, "")
 	if err != nil {
 		return s.failure(err, "reading the maps of LUN %s", lun.Path)

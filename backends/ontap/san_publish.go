@@ -58,11 +58,14 @@ func (s *sanDriver) publish(ctx context.Context, vol *backends.Volume, req *back
 		}
 	}
 	if m == nil {
-		if m, err = s.mapLUN(ctx, h.lun.Path, igName, node.IQN); err != nil {
+		if m, err = s.mapLUN(ctx, h.lun, igName, node.IQN); err != nil {
 			return nil, err
 		}
 	}
 	h.lun.Mapped = true
+	// The ID the node sees the LUN at, through its igroup or another one
+	// holding its IQN (Trident's): a map made again goes to its igroup.
+	s.lunIDs.put(h.lun.UUID, igName, m.LUNID)
 	portals, err := s.portals(ctx, m)
 	if err != nil {
 		return nil, err
@@ -101,9 +104,29 @@ func (s *sanDriver) publish(ctx context.Context, vol *backends.Volume, req *back
 }
 
 // mapLUN maps the LUN to the node's igroup, which ensureIgroup has just
-// made sure of.
-func (s *sanDriver) mapLUN(ctx context.Context, lunPath, igName, iqn string) (*rest.LUNMap, error) {
-	m, err := s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: lunPath, IgroupName: igName})
+// made sure of, at the LUN ID the node last reached the LUN at if this
+// process knows it (docs/design/ontap-rest.md §10.4): a map removed on
+// ONTAP by hand (csi-attacher's reconcile then publishes again) comes back
+// where the node's device still sits. Without a known ID, ONTAP picks the
+// lowest free one, as before and as Trident does.
+//
+// Why only this process's memory: the request carries nothing of the
+// previous publish (CSI's ControllerPublishVolumeRequest has no publish
+// context), the VolumeAttachment that holds it (iscsiLunNumber) is the
+// controller service's to read only through Kubernetes, which the
+// backends do not talk to, and recording the ID on ONTAP (a LUN attribute
+// per igroup) would add a request to every publish and unpublish. The
+// memory is filled for free: by the map this publish makes or finds, and
+// by every ListVolumes (PublishedNodes reads every map with its ID), which
+// csi-attacher calls each --reconcile-sync; so a restarted or newly
+// elected controller knows the IDs after its first ListVolumes, before
+// the reconcile that would notice a removed map.
+func (s *sanDriver) mapLUN(ctx context.Context, lun *rest.LUN, igName, iqn string) (*rest.LUNMap, error) {
+	var want *int
+	if id, ok := s.lunIDs.get(lun.UUID, igName); ok {
+		want = &id
+	}
+	m, err := s.postMap(ctx, lun.Path, igName, want)
 	if rest.IsNotFound(err) {
 		// The igroup may be gone: remembered and deleted by hand, or
 		// deleted by an unpublish of the node's last other LUN meanwhile
@@ -113,17 +136,65 @@ func (s *sanDriver) mapLUN(ctx context.Context, lunPath, igName, iqn string) (*r
 		if err := s.ensureIgroup(ctx, igName, iqn); err != nil {
 			return nil, err
 		}
-		m, err = s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: lunPath, IgroupName: igName})
+		m, err = s.postMap(ctx, lun.Path, igName, want)
 	}
 	if rest.IsAlreadyExists(err) {
 		var maps []rest.LUNMap
-		if maps, err = s.client.ListLUNMaps(ctx, lunPath, igName); err == nil && len(maps) > 0 {
+		if maps, err = s.client.ListLUNMaps(ctx, lun.Path, igName); err == nil && len(maps) > 0 {
 			m = &maps[0]
 		}
 	}
 	if err != nil || m == nil {
-		return nil, s.failure(err, "mapping LUN %s to igroup %s", lunPath, igName)
+		return nil, s.failure(err, "mapping LUN %s to igroup %s", lun.Path, igName)
 	}
+	return m, nil
+}
+
+// postMap sends the map's POST, asking for LUN ID want when known. ONTAP
+// refuses an ID that the igroup, or one of its initiators through another
+// igroup, already uses: another LUN got it since. Its code for that is a
+// guess (rest.IsLUNIDTaken, docs/design/ontap-rest.md §3.10), so any
+// refusal of the POST that asked for an ID (an "in use", an "invalid" or
+// an "already exists" — a 409 of unknown code to a POST reads as that)
+// is taken for one, unless the map turns out to exist (made meanwhile, or
+// by an earlier attempt whose answer was lost): the map is made again
+// without an ID, at the lowest free one, as it was before the ID was
+// remembered. Failing the publish instead would leave the node without
+// the LUN for good, since every retry would ask for the same ID. The node
+// whose device still sits at the old ID must stage the volume again to
+// reach it: the warning says so. Not found, throttling, authentication
+// and transport failures are returned as they are (their retry asks for
+// the ID again).
+func (s *sanDriver) postMap(ctx context.Context, lunPath, igName string, want *int) (*rest.LUNMap, error) {
+	m, err := s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: lunPath, IgroupName: igName, LUNID: want})
+	if want == nil || err == nil {
+		return m, err
+	}
+	switch rest.ClassOf(err) {
+	case rest.ClassInUse, rest.ClassInvalid, rest.ClassAlreadyExists:
+	default:
+		return nil, err
+	}
+	maps, lerr := s.client.ListLUNMaps(ctx, lunPath, igName)
+	if lerr != nil {
+		return nil, lerr
+	}
+	if len(maps) > 0 {
+		return &maps[0], nil
+	}
+	m, err2 := s.client.CreateLUNMap(ctx, rest.LUNMapCreate{LUNPath: lunPath, IgroupName: igName})
+	if err2 != nil {
+		return nil, err2
+	}
+	reason := "refused"
+	if rest.IsLUNIDTaken(err) {
+		reason = "taken by another LUN"
+	}
+	logrus.WithContext(ctx).WithError(err).WithFields(logrus.Fields{
+		"lun": lunPath, "igroup": igName, "lunID": m.LUNID, "previousLunID": *want,
+	}).Warnf("LUN map made again at LUN %d, not at LUN %d where the node last had it (%s): "+
+		"a node that still has the volume staged keeps its device at LUN %d and does not reach the LUN "+
+		"until the volume is staged again (restart the pod using it)", m.LUNID, *want, reason, *want)
 	return m, nil
 }
 
@@ -214,6 +285,14 @@ func (s *sanDriver) unpublish(ctx context.Context, vol *backends.Volume, nodeNam
 	if h.lun == nil {
 		return nil
 	}
+	// An unpublish follows the node's unstage (or a fence): no device of
+	// the node sits at the old ID any more, and the next publish to the
+	// node takes the lowest free one, as a first publish does.
+	ownIgroup := ""
+	if nodeName != "" {
+		ownIgroup = igroupName(nodeName, s.installationID)
+	}
+	s.lunIDs.forget(h.lun.UUID, ownIgroup)
 	if h.cached && nodeName != "" {
 		if done, err := s.unmapKnown(ctx, h.lun, igroupName(nodeName, s.installationID)); done || err != nil {
 			return err

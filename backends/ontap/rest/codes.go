@@ -69,6 +69,13 @@ const (
 	codeMapDuplicate      = "1254207" // LUN already mapped to that igroup
 	codeMapIgroupNotFound = "5374878" // igroup of the map missing or in another SVM
 	codeMapNotFound       = "5374922" // LUN map does not exist
+	// codeMapLUNIDInUse: a map's POST asked for a logical_unit_number
+	// that the igroup, or one of its initiators through another igroup,
+	// already uses. REST documents no code for it; 1254324 ("same LUN ID
+	// for multiple LUN maps") is the related one, and the simulator's
+	// (docs/design/ontap-rest.md §3.10). A guess: see IsLUNIDTaken's callers
+	// for what happens when ONTAP answers another code.
+	codeMapLUNIDInUse = "1254324"
 
 	// Qtrees and quotas (docs/design/economy.md §1, §2).
 	codeQtreeNotFound            = "5242927" // qtree not found
@@ -109,7 +116,7 @@ var codeClasses = map[string]Class{
 	codeResourceInUse: ClassInUse, codeVolumeHasClones: ClassInUse, codeVolumeBusy: ClassInUse,
 	codeSnapshotBusy: ClassInUse, codeSnapshotHasOwner: ClassInUse, codePolicyInUse: ClassInUse,
 	codePolicyIsDefault: ClassInUse, codePolicyUsedByQtree: ClassInUse, codeLUNMapped: ClassInUse,
-	codeIgroupMapped: ClassInUse, codeCopyLimit: ClassInUse,
+	codeIgroupMapped: ClassInUse, codeCopyLimit: ClassInUse, codeMapLUNIDInUse: ClassInUse,
 
 	codeInvalidField: ClassInvalid, codeVolumeSizeTooSmall: ClassInvalid, codeJunctionPathInvalid: ClassInvalid,
 	codePolicyNameInvalid: ClassInvalid, codeLUNShrink: ClassInvalid, codeLUNSameSize: ClassInvalid,

@@ -79,6 +79,13 @@ func (c *Client) CreateLUNMap(ctx context.Context, m LUNMapCreate) (*LUNMap, err
 	return c.getLUNMap(ctx, m.LUNPath, m.IgroupName)
 }
 
+// IsLUNIDTaken reports that ONTAP refused a map's POST because the
+// logical_unit_number it asked for is used in the igroup or by one of its
+// initiators (a guessed code, codes.go). Its class is ClassInUse, not the
+// "already exists" a 409 answer to a POST would otherwise mean: the map
+// does not exist.
+func IsLUNIDTaken(err error) bool { return hasCode(err, codeMapLUNIDInUse) }
+
 func (c *Client) getLUNMap(ctx context.Context, lunPath, igroupName string) (*LUNMap, error) {
 	maps, err := c.ListLUNMaps(ctx, lunPath, igroupName)
 	if err != nil {
