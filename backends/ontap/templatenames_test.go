@@ -3,6 +3,7 @@ package ontap_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ontap-csi/ontap-csi/backends"
@@ -115,6 +116,17 @@ func TestNameTemplateNamesNewVolumes(t *testing.T) {
 			}
 			if len(s.Volumes()) != before {
 				t.Error("a volume was created without the claim")
+			}
+			// A claim name that renders a name longer than ONTAP allows:
+			// refused before ONTAP is asked, nothing created.
+			long := claim
+			long.Name = strings.Repeat("x", 250)
+			_, err = b.CreateVolume(ctx, req("pvc-22222222-0000-4000-8000-000000000000", pool("b1_pool_0"), long))
+			if !errors.Is(err, backends.ErrInvalid) {
+				t.Errorf("create with a 250-character claim name: %v, want ErrInvalid", err)
+			}
+			if len(s.Volumes()) != before {
+				t.Error("a volume was created under a name too long for ONTAP")
 			}
 			list, err := b.ListVolumes(ctx)
 			must(t, err)
