@@ -121,9 +121,17 @@ func TestNameTemplateNamesNewVolumes(t *testing.T) {
 			// refused before ONTAP is asked, nothing created.
 			long := claim
 			long.Name = strings.Repeat("x", 250)
-			_, err = b.CreateVolume(ctx, req("pvc-22222222-0000-4000-8000-000000000000", pool("b1_pool_0"), long))
+			got := requestsOf(t, s, func() error {
+				_, err = b.CreateVolume(ctx, req("pvc-22222222-0000-4000-8000-000000000000", pool("b1_pool_0"), long))
+				return nil
+			})
 			if !errors.Is(err, backends.ErrInvalid) {
 				t.Errorf("create with a 250-character claim name: %v, want ErrInvalid", err)
+			}
+			for ep, n := range got {
+				if strings.HasPrefix(ep, "POST ") && n > 0 {
+					t.Errorf("%d × %s for a name ONTAP would refuse", n, ep)
+				}
 			}
 			if len(s.Volumes()) != before {
 				t.Error("a volume was created under a name too long for ONTAP")
