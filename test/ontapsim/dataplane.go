@@ -34,6 +34,8 @@ func (s *Simulator) serveSim(w http.ResponseWriter, r *http.Request) {
 		simJSON(w, http.StatusOK, map[string]any{"spec": faultSpec(s.Faults())})
 	case p == "/sim/faults" && r.Method == http.MethodPut:
 		s.simSetFaults(w, r)
+	case p == "/sim/dataplane" && (r.Method == http.MethodGet || r.Method == http.MethodPut):
+		s.simDataPlane(w, r)
 	case p == "/sim/tls/ca.pem" && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "application/x-pem-file")
 		w.Write(s.CACertificatePEM())

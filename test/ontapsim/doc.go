@@ -156,6 +156,12 @@
 //	GET /sim/info, GET /sim/stats, POST /sim/stats/reset,
 //	GET|PUT /sim/faults (body: the fault spec), GET /sim/tls/ca.pem
 //
+//	GET|PUT /sim/dataplane {"cutOnUnmap":bool}
+//	  200 {"cutOnUnmap":bool,"cuts":[{"at","lun","igroup","initiators","file"}]}
+//	  The file data plane's stand-in for a fence (cut.go): with cutOnUnmap,
+//	  deleting a LUN map gives the LUN a new file, so a host still bound to
+//	  the old one writes only to "file". 409 with the kernel data plane.
+//
 // # State
 //
 // With a data dir the model is written to <data-dir>/state.json atomically

@@ -262,6 +262,11 @@ func (s *Simulator) deleteIgroup(c *call) (*reply, *apiError) {
 		if !c.queryBool("allow_delete_while_mapped") {
 			return nil, errConflict(codeIgroupMapped, "uuid", "Initiator group %q is mapped to one or more LUNs. Unmap it or set allow_delete_while_mapped.", g.Name)
 		}
+		for _, lm := range s.m.mapsOfIGroup(g.UUID) {
+			if err := s.cutLocked(lm); err != nil {
+				return nil, err
+			}
+		}
 		s.m.removeMaps(func(lm *lunMapState) bool { return lm.IGroup != g.UUID })
 	}
 	delete(s.m.IGroups, g.UUID)

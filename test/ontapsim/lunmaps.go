@@ -287,6 +287,9 @@ func (s *Simulator) deleteLunMap(c *call) (*reply, *apiError) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.cutLocked(lm); err != nil {
+		return nil, err
+	}
 	s.m.removeMaps(func(x *lunMapState) bool { return x != lm })
 	if g := s.m.IGroups[lm.IGroup]; g != nil && g.DeleteOnUnmap && len(s.m.mapsOfIGroup(g.UUID)) == 0 {
 		delete(s.m.IGroups, g.UUID)

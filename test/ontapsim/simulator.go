@@ -32,6 +32,10 @@ type Simulator struct {
 	creating map[string]string // svm uuid + "/" + name -> job uuid
 
 	kernel *kernelPlane // the kernel data plane, nil with the file one
+	// cutOnUnmap and cuts: the file data plane's stand-in for a fence
+	// (cut.go), under mu.
+	cutOnUnmap bool
+	cuts       []DataPlaneCut
 
 	dataDir    string
 	tempDir    bool
