@@ -3,7 +3,9 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +45,43 @@ type scenarioRun struct {
 	from  time.Time
 	mu    sync.Mutex
 	notes []string // facts the scenario established, for the report
+	// down are spans in which a scenario stopped a node's plugin (and
+	// kubelet) on purpose: kubelet's failures there for want of a
+	// registered driver are the scenario's doing, not a lost registration.
+	down []nodeDown
+}
+
+type nodeDown struct {
+	node     string
+	from, to time.Time
+}
+
+// markDown records that the node's plugin was down on purpose from from to to.
+func (r *scenarioRun) markDown(node string, from, to time.Time) {
+	r.mu.Lock()
+	r.down = append(r.down, nodeDown{node, from, to})
+	r.mu.Unlock()
+}
+
+// excused counts the failed kubelet volume operations for want of a
+// registered driver that a node's kubelet logged while its plugin was down
+// on purpose.
+func (r *scenarioRun) excused(records []record) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range records {
+		if rec.Class != classUnregistered || rec.Source != "kubelet" {
+			continue
+		}
+		for _, d := range r.down {
+			if strings.HasPrefix(rec.Text, d.node+":") && !rec.At.Before(d.from) && !rec.At.After(d.to) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // note records a fact for the report and the timeline.
@@ -75,6 +114,7 @@ var scenarios = []scenario{
 	{name: "7.3-sigkill", title: "every node plugin container SIGKILLed by the runtime", run: sigkill},
 	{name: "7.4-kubelet-restart-mid-rollout", title: "every kubelet restarted during a rolling update", run: kubeletRestart},
 	{name: "7.5-control-deregister", title: "control: `ontap-csi deregister` (uninstall path) on every node must show as a gap", control: true, run: deregisterControl},
+	{name: "21-non-graceful-failover", title: "a node dies under a StatefulSet writing to iSCSI; tainted out-of-service, fenced on ONTAP, the pod moves with its data; the node comes back and cleans up (issue 21)", namespace: "s21", run: nodeFailover},
 	{name: "8-node-drained-deleted", title: "a node drained and deleted: its igroup and export rules go once nothing uses them", namespace: "s8", run: drainAndDelete},
 }
 
@@ -83,6 +123,10 @@ const rolloutTimeout = 5 * time.Minute
 // runAll runs the scenarios in order, a group's at once, and starts the
 // workload before the first scenario that needs it.
 func (s *suite) runAll(ctx context.Context, t *testing.T) {
+	scenarios, err := selected(os.Getenv("E2E_SCENARIOS"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < len(scenarios); {
 		sc := scenarios[i]
 		if !sc.beforeWorkload && s.wl == nil {
@@ -301,7 +345,12 @@ func (s *suite) judge(ctx context.Context, r *scenarioRun, to time.Time, runErr 
 		res.Problems = append(res.Problems, fmt.Sprintf("driver missing from CSINode %s for %s from %s (%s)",
 			g.Node, g.To.Sub(g.From).Round(time.Millisecond), g.From.Format("15:04:05.000"), g.By))
 	}
-	if n := res.Window.Failures[classUnregistered]; n > 0 {
+	n := res.Window.Failures[classUnregistered]
+	if e := r.excused(res.Window.Records); e > 0 {
+		n -= e
+		res.Notes = append(res.Notes, fmt.Sprintf("%d failed kubelet volume operations with the driver unregistered on a node whose plugin the scenario had killed, before it was back (not counted)", e))
+	}
+	if n > 0 {
 		res.Problems = append(res.Problems, fmt.Sprintf("%d failed kubelet volume operations with the driver unregistered", n))
 	}
 	return res
@@ -486,4 +535,24 @@ func deregisterControl(ctx context.Context, s *suite, _ *scenarioRun) error {
 		return err
 	}
 	return s.ds.waitRollout(ctx, rolloutTimeout)
+}
+
+// selected are the scenarios to run: all, or with E2E_SCENARIOS (a regular
+// expression, for working on one) those whose name matches and the ones that
+// run before the workload, which install ontap-csi.
+func selected(expr string) ([]scenario, error) {
+	if expr == "" {
+		return scenarios, nil
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, fmt.Errorf("E2E_SCENARIOS: %w", err)
+	}
+	var out []scenario
+	for _, sc := range scenarios {
+		if sc.beforeWorkload || re.MatchString(sc.name) {
+			out = append(out, sc)
+		}
+	}
+	return out, nil
 }

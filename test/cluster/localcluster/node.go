@@ -277,3 +277,15 @@ func (n *Node) stopWorkloads(ctx context.Context) {
 		n.procs[i].Stop(syscall.SIGTERM, 10*time.Second)
 	}
 }
+
+// KillKubelet SIGKILLs the node's kubelet, as a node that dies or hangs
+// stops it: nothing of it runs on, and its pods' containers stay as they
+// were. StartKubelet brings it back with the same configuration.
+func (n *Node) KillKubelet() {
+	n.Kubelet.Stop(syscall.SIGKILL, 10*time.Second)
+}
+
+// StartKubelet starts a kubelet stopped by KillKubelet or StopKubelet.
+func (n *Node) StartKubelet() error {
+	return n.Kubelet.start(n.nodeNS.pid)
+}
