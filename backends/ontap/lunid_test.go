@@ -39,6 +39,18 @@ func (f *lunIDFixture) unpublish(i int) {
 	}
 }
 
+// startedBackend is a new driver instance over the same simulator, a
+// restarted controller's, checked as the controller's inventory checks
+// every backend when it starts (Pools connects it).
+func startedBackend(f *lunIDFixture, driver string) backends.Backend {
+	f.t.Helper()
+	b, _ := simBackendOn(f.t, f.s, driver, nil)
+	if _, err := b.Pools(ctxT(f.t)); err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
 // lun is the simulator's LUN of volume i, by the serial its publish
 // returned.
 func (f *lunIDFixture) lun(i int) ontapsim.LUNInfo {
@@ -137,15 +149,38 @@ func TestSANMapKeepsLUNID(t *testing.T) {
 				f.unmapByHand(1)
 				return b2
 			}, 1, map[string]int64{postMap: 1, listMaps: 0}, false},
-			// What it cannot do: a controller that has not seen the map
-			// (no ListVolumes since it started) maps at the lowest free ID.
-			{"new controller that saw nothing", func(f *lunIDFixture) backends.Backend {
+			// A controller started (its backend checked, as the
+			// inventory does at start) and the map removed before its
+			// first ListVolumes: the start's one listing of the maps
+			// knows the ID; the publish reads no maps.
+			{"new controller, map removed before its first ListVolumes", func(f *lunIDFixture) backends.Backend {
 				f.publish(f.b, 0) // LUN 0
 				f.publish(f.b, 1) // LUN 1
-				b2, _ := simBackendOn(f.t, f.s, driver, nil)
+				b2 := startedBackend(f, driver)
 				f.unpublish(0)
 				f.unmapByHand(1)
 				return b2
+			}, 1, map[string]int64{postMap: 1, listMaps: 0}, false},
+			// The start's listing failed: a publish that needs an ID it
+			// does not know reads the maps then, once; it cannot know a
+			// map already removed and maps at the lowest free ID.
+			{"new controller whose start could not read the maps", func(f *lunIDFixture) backends.Backend {
+				f.publish(f.b, 0) // LUN 0
+				f.publish(f.b, 1) // LUN 1
+				f.s.SetFaults([]ontapsim.FaultRule{{Method: "GET", Path: "/protocols/san/lun-maps", Rate: 1, Kind: ontapsim.FaultJob, Code: 1254399, Limit: 1}})
+				b2 := startedBackend(f, driver)
+				f.unpublish(0)
+				f.unmapByHand(1)
+				return b2
+			}, 0, map[string]int64{postMap: 1, listMaps: 1}, false},
+			// What it cannot do: a controller that starts after the map
+			// was removed never saw it, and maps at the lowest free ID.
+			{"new controller started after the removal", func(f *lunIDFixture) backends.Backend {
+				f.publish(f.b, 0) // LUN 0
+				f.publish(f.b, 1) // LUN 1
+				f.unpublish(0)
+				f.unmapByHand(1)
+				return startedBackend(f, driver)
 			}, 0, map[string]int64{postMap: 1, listMaps: 0}, false},
 		} {
 			t.Run(driver+"/"+tc.name, func(t *testing.T) {
