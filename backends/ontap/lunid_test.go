@@ -222,3 +222,45 @@ func TestSANMapKeepsLUNID(t *testing.T) {
 		}
 	}
 }
+
+// The LUN IDs a restarted controller needs cost one listing of the maps
+// per SAN backend start, none per publish: the start check lists them once
+// (a second check, and the publishes after, none), and an ontap-nas start
+// none.
+func TestStartReadsLUNMapsOnce(t *testing.T) {
+	const listMaps = "GET /api/protocols/san/lun-maps"
+	for _, tc := range []struct {
+		driver string
+		want   int64
+	}{{config.DriverONTAPSAN, 1}, {config.DriverONTAPSANEconomy, 1}, {config.DriverONTAPNAS, 0}} {
+		t.Run(tc.driver, func(t *testing.T) {
+			s, err := ontapsim.New(ontapsim.Config{})
+			must(t, err)
+			t.Cleanup(func() { s.Close() })
+			_, err = s.Start("127.0.0.1:0", true)
+			must(t, err)
+			b, _ := simBackendOn(t, s, tc.driver, nil)
+			pools := func() error { _, err := b.Pools(ctxT(t)); return err }
+			if got := requestsOf(t, s, pools)[listMaps]; got != tc.want {
+				t.Errorf("start check: %d × %s, want %d", got, listMaps, tc.want)
+			}
+			if got := requestsOf(t, s, pools)[listMaps]; got != 0 {
+				t.Errorf("second check: %d × %s, want 0", got, listMaps)
+			}
+			if tc.driver == config.DriverONTAPNAS {
+				return
+			}
+			node := backends.Node{Name: "worker-1", IQN: "iqn.1994-05.com.redhat:w1"}
+			for _, id := range []string{pvName(1), pvName(2)} {
+				v := create(t, b, id, gib, backends.AccessMount)
+				got := requestsOf(t, s, func() error {
+					_, err := b.Publish(ctxT(t), v, &backends.PublishRequest{Node: node, AccessType: backends.AccessMount})
+					return err
+				})
+				if got[listMaps] != 0 {
+					t.Errorf("publish of %s: %d × %s, want 0 (%v)", id, got[listMaps], listMaps, got)
+				}
+			}
+		})
+	}
+}
