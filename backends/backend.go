@@ -48,8 +48,10 @@ type Backend interface {
 	Limits() Limits
 	// Pools lists where volumes can be placed.
 	Pools(ctx context.Context) ([]Pool, error)
-	// Capacity reports the space available for new volumes in pool.
-	Capacity(ctx context.Context, pool string) (*Capacity, error)
+	// Capacity reports the space available for new volumes in pool, and
+	// the largest one volume with opts (thin or thick, snapshot reserve)
+	// can get there.
+	Capacity(ctx context.Context, pool string, opts VolumeOptions) (*Capacity, error)
 
 	// CreateVolume creates a volume, or completes one that an earlier
 	// attempt with the same request left half-made. It fails with
@@ -163,8 +165,14 @@ type Pool struct {
 
 // Capacity is the space of a pool in bytes.
 type Capacity struct {
-	Available     int64
-	MaxVolumeSize int64 // 0: no bound beyond Available
+	Available int64
+	// MaxVolumeSize is the largest size one CreateVolume with the same
+	// options can ask for, when Bounded: it may be below Available (a
+	// thick volume's snapshot reserve and headroom come out of it) or
+	// above (a thin volume needs no free space). It may be 0: nothing
+	// fits. Not Bounded: nothing bounds a volume but the free space.
+	MaxVolumeSize int64
+	Bounded       bool
 }
 
 // VolumeOptions are the per-volume settings a StorageClass may request.

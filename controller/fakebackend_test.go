@@ -30,6 +30,10 @@ type fakeBackend struct {
 	groups    int               // group snapshots taken
 	listings  int               // calls of PublishedNodes
 	listedFor [][]string        // the volume IDs of each PublishedNodes call
+	// capMax: a pool's bounded MaxVolumeSize for Capacity; capOpts: the
+	// options of the last Capacity call.
+	capMax  map[string]int64
+	capOpts backends.VolumeOptions
 	// With block set, CreateVolume signals entered and waits on block.
 	block, entered chan struct{}
 }
@@ -60,8 +64,14 @@ func (f *fakeBackend) Pools(context.Context) ([]backends.Pool, error) {
 	return f.pools, nil
 }
 
-func (f *fakeBackend) Capacity(_ context.Context, pool string) (*backends.Capacity, error) {
-	return &backends.Capacity{Available: int64(len(pool)) << 30, MaxVolumeSize: f.limits.MaxVolumeSize}, nil
+func (f *fakeBackend) Capacity(_ context.Context, pool string, opts backends.VolumeOptions) (*backends.Capacity, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.capOpts = opts
+	if m, ok := f.capMax[pool]; ok {
+		return &backends.Capacity{Available: int64(len(pool)) << 30, MaxVolumeSize: m, Bounded: true}, nil
+	}
+	return &backends.Capacity{Available: int64(len(pool)) << 30, MaxVolumeSize: f.limits.MaxVolumeSize, Bounded: f.limits.MaxVolumeSize > 0}, nil
 }
 
 func (f *fakeBackend) CreateVolume(_ context.Context, r *backends.CreateRequest) (*backends.Volume, error) {

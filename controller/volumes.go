@@ -400,20 +400,32 @@ func (s *Service) getCapacity(ctx context.Context, req *csi.GetCapacityRequest) 
 		return &csi.GetCapacityResponse{}, nil
 	}
 	resp := &csi.GetCapacityResponse{}
+	// maximum_volume_size is "the largest size that may be used in a
+	// CreateVolumeRequest.capacity_range.required_bytes field to create a
+	// volume with the same parameters" (CSI spec, GetCapacityResponse).
+	// A create tries every pool in turn, so it is the largest over the
+	// pools; a pool with no bound of its own counts its free space, which
+	// is what the scheduler compares a claim with when the field is unset.
+	var maxSize int64
+	bounded := false
 	for _, pl := range places {
-		c, err := pl.backend.Capacity(ctx, pl.pool.Name)
+		c, err := pl.backend.Capacity(ctx, pl.pool.Name, params.options)
 		if err != nil {
 			return nil, err
 		}
 		if c.Available >= resp.AvailableCapacity {
 			resp.AvailableCapacity = c.Available
-			lim := pl.backend.Limits()
-			resp.MinimumVolumeSize = wrapperspb.Int64(lim.MinVolumeSize)
-			resp.MaximumVolumeSize = nil
-			if c.MaxVolumeSize > 0 {
-				resp.MaximumVolumeSize = wrapperspb.Int64(c.MaxVolumeSize)
-			}
+			resp.MinimumVolumeSize = wrapperspb.Int64(pl.backend.Limits().MinVolumeSize)
 		}
+		if c.Bounded {
+			bounded = true
+			maxSize = max(maxSize, c.MaxVolumeSize)
+		} else {
+			maxSize = max(maxSize, c.Available)
+		}
+	}
+	if bounded {
+		resp.MaximumVolumeSize = wrapperspb.Int64(maxSize)
 	}
 	return resp, nil
 }

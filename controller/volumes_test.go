@@ -573,6 +573,58 @@ func TestGetCapacityPerPoolAndTopology(t *testing.T) {
 	}
 }
 
+// maximum_volume_size is the largest required_bytes a create with the
+// class's parameters can ask for. A create tries every pool, so it is the
+// largest over the pools that may take the volume, counting a pool with no
+// bound of its own (a thin pool without limitVolumeSize) at its free space,
+// what the scheduler would compare with; unset when no pool is bounded. The
+// class's parameters reach the backend (thick or thin decides the bound).
+// Pool capacities as in TestGetCapacityPerPoolAndTopology: "pa" 2 GiB,
+// "pool-b" 6 GiB.
+func TestGetCapacityMaximumVolumeSize(t *testing.T) {
+	both := []string{"thin", "thick"}
+	pools := []backends.Pool{{Name: "pa", ProvisioningTypes: both}, {Name: "pool-b", ProvisioningTypes: both}}
+	for _, tc := range []struct {
+		name    string
+		capMax  map[string]int64
+		params  map[string]string
+		want    int64 // -1: unset
+		reserve string
+	}{
+		{"no pool bounded", nil, nil, -1, ""},
+		{"the larger pool's thick bound", map[string]int64{"pa": gib, "pool-b": 5 * gib}, nil, 5 * gib, ""},
+		{"the smaller pool's thin bound above the larger's", map[string]int64{"pa": 50 * gib, "pool-b": 5 * gib}, nil, 50 * gib, ""},
+		{"an unbounded pool counts its free space", map[string]int64{"pa": gib}, nil, 6 * gib, ""},
+		{"nothing fits anywhere", map[string]int64{"pa": 0, "pool-b": 0}, nil, 0, ""},
+		{"provisioningType reaches the backend", map[string]int64{"pa": gib}, map[string]string{"provisioningType": "thick"}, 6 * gib, "volume"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nas := newFake("nas1", "ontap-nas", backends.ProtocolFile, pools...)
+			nas.capMax = tc.capMax
+			s, err := New(Config{Backends: []backends.Backend{nas}, Nodes: NewNodes()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := s.GetCapacity(context.Background(), &csi.GetCapacityRequest{Parameters: tc.params})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.AvailableCapacity != 6*gib {
+				t.Errorf("available %d, want the larger pool's %d", resp.AvailableCapacity, 6*gib)
+			}
+			switch got := resp.MaximumVolumeSize; {
+			case tc.want < 0 && got != nil:
+				t.Errorf("maximum_volume_size %d, want unset", got.GetValue())
+			case tc.want >= 0 && (got == nil || got.GetValue() != tc.want):
+				t.Errorf("maximum_volume_size %v, want %d", got, tc.want)
+			}
+			if nas.capOpts.SpaceReserve != tc.reserve {
+				t.Errorf("backend asked with spaceReserve %q, want %q", nas.capOpts.SpaceReserve, tc.reserve)
+			}
+		})
+	}
+}
+
 func TestToStatus(t *testing.T) {
 	for _, tc := range []struct {
 		err  error

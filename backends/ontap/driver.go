@@ -167,14 +167,16 @@ func (d *driver) connect(ctx context.Context) error {
 	if err := d.checkBalancedPlacement(ctx); err != nil {
 		return err
 	}
+	// Before the protocol's start: ontap-san reads the LUN IDs of the
+	// per-node igroups there (sanDriver.seedLUNIDs).
+	d.installationID = d.opts.InstallationID
+	if d.installationID == "" {
+		d.installationID = nameUUID("ontap-csi:igroups:" + svm.UUID)
+	}
 	if d.initProtocol != nil {
 		if err := d.initProtocol(ctx); err != nil {
 			return err
 		}
-	}
-	d.installationID = d.opts.InstallationID
-	if d.installationID == "" {
-		d.installationID = nameUUID("ontap-csi:igroups:" + svm.UUID)
 	}
 	d.backendUUID = nameUUID("ontap-csi:backend:" + svm.UUID + ":" + d.cfg.BackendName)
 	large, version, err := d.client.LargeVolumes(ctx)

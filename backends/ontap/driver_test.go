@@ -609,7 +609,7 @@ func TestCapacityAndPools(t *testing.T) {
 		!slices.Equal(pools[0].ProvisioningTypes, []string{"thick"}) || !slices.Equal(pools[1].ProvisioningTypes, []string{"thin"}) {
 		t.Fatalf("pools %+v", pools)
 	}
-	c, err := b.Capacity(ctxT(t), "b1_pool_0")
+	c, err := b.Capacity(ctxT(t), "b1_pool_0", backends.VolumeOptions{})
 	if err != nil || c.Available <= 0 || c.Available > 100*gib || c.MaxVolumeSize != 50*gib {
 		t.Errorf("capacity %+v, %v", c, err)
 	}

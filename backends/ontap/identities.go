@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ontap-csi/ontap-csi/backends"
+	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
 
 // The identity cache (docs/design/ontap-rest.md §10.1) sits in front of the
@@ -215,6 +216,9 @@ func (c *igroupCache) forget(name string) {
 type lunIDCache struct {
 	mu sync.Mutex
 	m  map[lunIDKey]int
+	// seeded: the SVM's maps were read once (seed), so a publish finds
+	// the ID of a map removed before this process saw it published.
+	seeded bool
 }
 
 type lunIDKey struct{ lun, igroup string }
@@ -248,4 +252,53 @@ func (c *lunIDCache) forget(lunUUID, igroup string) {
 			delete(c.m, k)
 		}
 	}
+}
+
+// seed adds the ID of every map of the SVM through a per-node igroup:
+// this installation's, then Trident's ("<node>-<uuid>": the same node's
+// map when Trident did not truncate the node name), which a publish
+// re-makes through ours. An entry the process has already is kept: it
+// came from a map made or seen since the listing was asked for.
+func (c *lunIDCache) seed(maps []rest.LUNMap, installationID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[lunIDKey]int{}
+	}
+	for _, theirs := range []bool{false, true} {
+		for _, m := range maps {
+			var k lunIDKey
+			node, id, ok := cutNodeIgroup(m.IgroupName)
+			switch {
+			case m.LUNUUID == "" || !ok:
+				continue
+			case !theirs && id == installationID:
+				k = lunIDKey{m.LUNUUID, m.IgroupName}
+			case theirs && id != installationID:
+				k = lunIDKey{m.LUNUUID, igroupName(node, installationID)}
+			default:
+				continue
+			}
+			if _, known := c.m[k]; !known {
+				c.m[k] = m.LUNID
+			}
+		}
+	}
+	c.seeded = true
+}
+
+func (c *lunIDCache) isSeeded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seeded
+}
+
+// cutNodeIgroup splits a per-node igroup name "<node>-<uuid>" (ours or
+// Trident's).
+func cutNodeIgroup(name string) (node, id string, ok bool) {
+	const n = 36 // a UUID
+	if len(name) < n+2 || name[len(name)-n-1] != '-' || !wholeUUIDRE.MatchString(name[len(name)-n:]) {
+		return "", "", false
+	}
+	return name[:len(name)-n-1], name[len(name)-n:], true
 }

@@ -39,6 +39,18 @@ func (f *lunIDFixture) unpublish(i int) {
 	}
 }
 
+// startedBackend is a new driver instance over the same simulator, a
+// restarted controller's, checked as the controller's inventory checks
+// every backend when it starts (Pools connects it).
+func startedBackend(f *lunIDFixture, driver string) backends.Backend {
+	f.t.Helper()
+	b, _ := simBackendOn(f.t, f.s, driver, nil)
+	if _, err := b.Pools(ctxT(f.t)); err != nil {
+		f.t.Fatal(err)
+	}
+	return b
+}
+
 // lun is the simulator's LUN of volume i, by the serial its publish
 // returned.
 func (f *lunIDFixture) lun(i int) ontapsim.LUNInfo {
@@ -137,15 +149,38 @@ func TestSANMapKeepsLUNID(t *testing.T) {
 				f.unmapByHand(1)
 				return b2
 			}, 1, map[string]int64{postMap: 1, listMaps: 0}, false},
-			// What it cannot do: a controller that has not seen the map
-			// (no ListVolumes since it started) maps at the lowest free ID.
-			{"new controller that saw nothing", func(f *lunIDFixture) backends.Backend {
+			// A controller started (its backend checked, as the
+			// inventory does at start) and the map removed before its
+			// first ListVolumes: the start's one listing of the maps
+			// knows the ID; the publish reads no maps.
+			{"new controller, map removed before its first ListVolumes", func(f *lunIDFixture) backends.Backend {
 				f.publish(f.b, 0) // LUN 0
 				f.publish(f.b, 1) // LUN 1
-				b2, _ := simBackendOn(f.t, f.s, driver, nil)
+				b2 := startedBackend(f, driver)
 				f.unpublish(0)
 				f.unmapByHand(1)
 				return b2
+			}, 1, map[string]int64{postMap: 1, listMaps: 0}, false},
+			// The start's listing failed: a publish that needs an ID it
+			// does not know reads the maps then, once; it cannot know a
+			// map already removed and maps at the lowest free ID.
+			{"new controller whose start could not read the maps", func(f *lunIDFixture) backends.Backend {
+				f.publish(f.b, 0) // LUN 0
+				f.publish(f.b, 1) // LUN 1
+				f.s.SetFaults([]ontapsim.FaultRule{{Method: "GET", Path: "/protocols/san/lun-maps", Rate: 1, Kind: ontapsim.FaultJob, Code: 1254399, Limit: 1}})
+				b2 := startedBackend(f, driver)
+				f.unpublish(0)
+				f.unmapByHand(1)
+				return b2
+			}, 0, map[string]int64{postMap: 1, listMaps: 1}, false},
+			// What it cannot do: a controller that starts after the map
+			// was removed never saw it, and maps at the lowest free ID.
+			{"new controller started after the removal", func(f *lunIDFixture) backends.Backend {
+				f.publish(f.b, 0) // LUN 0
+				f.publish(f.b, 1) // LUN 1
+				f.unpublish(0)
+				f.unmapByHand(1)
+				return startedBackend(f, driver)
 			}, 0, map[string]int64{postMap: 1, listMaps: 0}, false},
 		} {
 			t.Run(driver+"/"+tc.name, func(t *testing.T) {
@@ -185,5 +220,47 @@ func TestSANMapKeepsLUNID(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The LUN IDs a restarted controller needs cost one listing of the maps
+// per SAN backend start, none per publish: the start check lists them once
+// (a second check, and the publishes after, none), and an ontap-nas start
+// none.
+func TestStartReadsLUNMapsOnce(t *testing.T) {
+	const listMaps = "GET /api/protocols/san/lun-maps"
+	for _, tc := range []struct {
+		driver string
+		want   int64
+	}{{config.DriverONTAPSAN, 1}, {config.DriverONTAPSANEconomy, 1}, {config.DriverONTAPNAS, 0}} {
+		t.Run(tc.driver, func(t *testing.T) {
+			s, err := ontapsim.New(ontapsim.Config{})
+			must(t, err)
+			t.Cleanup(func() { s.Close() })
+			_, err = s.Start("127.0.0.1:0", true)
+			must(t, err)
+			b, _ := simBackendOn(t, s, tc.driver, nil)
+			pools := func() error { _, err := b.Pools(ctxT(t)); return err }
+			if got := requestsOf(t, s, pools)[listMaps]; got != tc.want {
+				t.Errorf("start check: %d × %s, want %d", got, listMaps, tc.want)
+			}
+			if got := requestsOf(t, s, pools)[listMaps]; got != 0 {
+				t.Errorf("second check: %d × %s, want 0", got, listMaps)
+			}
+			if tc.driver == config.DriverONTAPNAS {
+				return
+			}
+			node := backends.Node{Name: "worker-1", IQN: "iqn.1994-05.com.redhat:w1"}
+			for _, id := range []string{pvName(1), pvName(2)} {
+				v := create(t, b, id, gib, backends.AccessMount)
+				got := requestsOf(t, s, func() error {
+					_, err := b.Publish(ctxT(t), v, &backends.PublishRequest{Node: node, AccessType: backends.AccessMount})
+					return err
+				})
+				if got[listMaps] != 0 {
+					t.Errorf("publish of %s: %d × %s, want 0 (%v)", id, got[listMaps], listMaps, got)
+				}
+			}
+		})
 	}
 }

@@ -97,10 +97,23 @@ func (n *nasEconomyDriver) findQtree(ctx context.Context, name string) (*rest.Qt
 
 // Volume implements backends.Backend: the qtree and its quota rule.
 func (n *nasEconomyDriver) Volume(ctx context.Context, id string) (*backends.Volume, error) {
+	return n.VolumeAt(ctx, id, n.qtreeName(id))
+}
+
+// VolumeAt implements backends.VolumeLocator: the qtree the volume's
+// records name (a nameTemplate's, or one Trident named by another
+// storagePrefix or by a UUID). Without it the ontap-nas driver's, which
+// looks for a FlexVol, would be promoted here.
+func (n *nasEconomyDriver) VolumeAt(ctx context.Context, id, internalName string) (*backends.Volume, error) {
+	if !volumeNameRE.MatchString(internalName) || len(internalName) > maxQtreeName {
+		// Not a qtree name of Trident's or ours: checked before ONTAP
+		// is asked, the name going into a query.
+		return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found (%q is no qtree name)", id, internalName)
+	}
 	if err := n.ready(ctx); err != nil {
 		return nil, err
 	}
-	q, err := n.findQtree(ctx, n.qtreeName(id))
+	q, err := n.findQtree(ctx, internalName)
 	if err != nil {
 		return nil, err
 	}
@@ -189,10 +202,22 @@ func (n *nasEconomyDriver) CreateVolume(ctx context.Context, req *backends.Creat
 	if err != nil {
 		return nil, err
 	}
-	name := n.qtreeName(req.Name)
+	name, err := n.newQtreeName(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	q, err := n.findQtree(ctx, name)
 	switch {
+	case err == nil && name != n.qtreeName(req.Name):
+		// A template's name need not be this volume's alone, and a
+		// qtree records nothing of its volume: one of another size is
+		// not this request's (docs/configuration.md, nameTemplate).
+		if err := n.sameSize(ctx, req, q); err != nil {
+			return nil, err
+		}
+		return n.complete(ctx, req, q)
 	case err == nil:
+		// An earlier attempt's: the naming rule's name is the volume's.
 		return n.complete(ctx, req, q)
 	case !errors.Is(err, backends.ErrNotFound):
 		return nil, err
@@ -220,6 +245,39 @@ func (n *nasEconomyDriver) CreateVolume(ctx context.Context, req *backends.Creat
 		}
 	}
 	return nil, backends.Errorf(backends.ErrUnavailable, "qtree %s: the pools chosen kept filling up or going away; retry", name)
+}
+
+// newQtreeName is the qtree of a new volume: what its pool's nameTemplate
+// renders, else the naming rule's. As Trident's
+// NASQtreeStorageDriver.GetInternalVolumeName (ontap_nas_qtree.go), a
+// rendered name over ONTAP's 64 characters for a qtree is not refused: the
+// naming rule names the volume instead, and Trident logs an error (here a
+// warning). The name is the volume's internalName in its context.
+func (n *nasEconomyDriver) newQtreeName(ctx context.Context, req *backends.CreateRequest) (string, error) {
+	name, ok, err := n.templateName(ctx, req)
+	switch {
+	case err != nil:
+		return "", err
+	case ok && len(name) > maxQtreeName:
+		logrus.WithContext(ctx).WithFields(logrus.Fields{"volume": req.Name, "rendered": name, "qtree": n.qtreeName(req.Name)}).
+			Warn("nameTemplate renders a qtree name over ONTAP's 64 characters; using the naming rule, as Trident does")
+	case ok:
+		return name, nil
+	}
+	return n.qtreeName(req.Name), nil
+}
+
+// sameSize refuses a finished qtree whose quota is not the request's size.
+func (n *nasEconomyDriver) sameSize(ctx context.Context, req *backends.CreateRequest, q *rest.Qtree) error {
+	rules, err := n.quotaRules(ctx, q.Volume, q.Name)
+	if err != nil {
+		return n.failure(err, "reading the quota of qtree %s", q.Name)
+	}
+	if len(rules) > 0 && rules[0].HardLimit > 0 && rules[0].HardLimit != req.SizeBytes {
+		return backends.Errorf(backends.ErrAlreadyExists, "qtree %s, named by nameTemplate %q, holds %d bytes, not the %d asked for: another volume's",
+			q.Name, n.poolDefaults(req.Pool).NameTemplate.String(), rules[0].HardLimit, req.SizeBytes)
+	}
+	return nil
 }
 
 // newQtreePolicy is the export policy a new qtree starts with: the empty

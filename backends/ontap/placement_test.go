@@ -38,7 +38,7 @@ func TestBalancedPlacement(t *testing.T) {
 			if st.Count("POST", "/api/application/containers") != 1 || st.Count("POST", "/api/storage/volumes") != 0 {
 				t.Errorf("requests %v: want the volume created as a container", st.Keys())
 			}
-			if c, err := b.Capacity(ctxT(t), ontap.ManagedPool); err != nil || c.Available <= 0 {
+			if c, err := b.Capacity(ctxT(t), ontap.ManagedPool, backends.VolumeOptions{}); err != nil || c.Available <= 0 {
 				t.Errorf("capacity of the managed pool: %+v, %v", c, err)
 			}
 		})

@@ -208,9 +208,14 @@ func (d *driver) lacksSpace(ctx context.Context, err error, aggr, spaceReserve s
 
 // Capacity is the free space of the pool's aggregate (for a virtual pool
 // without a configured aggregate, and for the managed pool, the SVM's
-// largest), capped by limitAggregateUsage when it is set.
-func (d *driver) Capacity(ctx context.Context, pool string) (*backends.Capacity, error) {
+// largest), capped by limitAggregateUsage when it is set; and the largest
+// volume one create with opts can get there (maxVolumeSize).
+func (d *driver) Capacity(ctx context.Context, pool string, opts backends.VolumeOptions) (*backends.Capacity, error) {
 	if err := d.ready(ctx); err != nil {
+		return nil, err
+	}
+	s, err := d.resolve(&backends.CreateRequest{Pool: pool, Options: opts})
+	if err != nil {
 		return nil, err
 	}
 	svm, err := d.client.SVM(ctx)
@@ -221,7 +226,7 @@ func (d *driver) Capacity(ctx context.Context, pool string) (*backends.Capacity,
 	if len(d.cfg.Storage) == 0 && pool != ManagedPool {
 		want = pool
 	}
-	c := &backends.Capacity{MaxVolumeSize: d.cfg.LimitVolumeSize}
+	c := &backends.Capacity{}
 	for _, a := range svm.Aggregates {
 		if want != "" && a.Name != want {
 			continue
@@ -237,5 +242,79 @@ func (d *driver) Capacity(ctx context.Context, pool string) (*backends.Capacity,
 		}
 		c.Available = max(c.Available, avail)
 	}
+	c.MaxVolumeSize, c.Bounded = d.maxVolumeSize(c.Available, s)
 	return c, nil
+}
+
+// maxVolumeSize is the largest size a create with settings s can ask for
+// when avail bytes are free, and whether anything bounds it at all.
+//
+// The kube-scheduler judges a claim by a CSIStorageCapacity's
+// maximumVolumeSize when it is set and by its capacity otherwise, so the
+// value must be what a create would actually get: a thick volume
+// (spaceReserve volume) takes its whole FlexVol from the aggregate, the
+// snapshot reserve and an ontap-san LUN's headroom included (flexVolSize),
+// so it is bounded by the free space as well as by limitVolumeSize; a thin
+// one needs no free space, so only limitVolumeSize (and an economy pool's
+// limitVolumePoolSize) bounds it. With no such bound a thin volume reports
+// none: the CSI spec makes maximum_volume_size optional ("leave it unset"
+// without a maximum size for individual volumes), and the scheduler then
+// compares the claim with the free space, the cautious reading for a pool
+// that would overcommit its aggregate.
+func (d *driver) maxVolumeSize(avail int64, s *settings) (int64, bool) {
+	thick := s.SpaceReserve == "volume"
+	var econLimit int64
+	economy := d.cfg.Economy != nil
+	if economy {
+		econLimit = d.cfg.Economy.LimitVolumePoolSize
+	}
+	if !thick && d.cfg.LimitVolumeSize <= 0 && econLimit <= 0 {
+		return 0, false
+	}
+	fits := func(size int64) bool {
+		if d.cfg.LimitVolumeSize > 0 && size > d.cfg.LimitVolumeSize {
+			return false
+		}
+		var vol int64
+		if economy {
+			// A member grows its pool FlexVol by its size and the
+			// pool's snapshot reserve (econPool.optimalSize), and may
+			// not take a pool above limitVolumePoolSize.
+			vol = flexVolSize(size, s.snapshotReserve, 1)
+			if econLimit > 0 && vol > econLimit {
+				return false
+			}
+		} else {
+			factor, lun := 1.0, d.cfg.StorageDriverName == config.DriverONTAPSAN
+			if lun {
+				factor = lunHeadroom
+			}
+			var err error
+			if vol, _, err = d.fitFlexVol(size, s.snapshotReserve, factor, lun); err != nil {
+				return false // above ONTAP's largest FlexVol or LUN
+			}
+		}
+		return !thick || vol <= avail
+	}
+	// fits holds up to some size and not above it: the largest size it
+	// holds for, to the byte.
+	lo, hi := int64(0), maxLargeFlexVol
+	if d.cfg.LimitVolumeSize > 0 {
+		hi = min(hi, d.cfg.LimitVolumeSize)
+	}
+	if fits(hi) {
+		return hi, true
+	}
+	if !fits(lo) {
+		return 0, true
+	}
+	for hi-lo > 1 { // fits(lo) && !fits(hi)
+		mid := lo + (hi-lo)/2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, true
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"regexp"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/backends/ontap/rest"
 )
@@ -52,7 +54,25 @@ func (s *sanDriver) init(ctx context.Context) error {
 			return backends.Errorf(backends.ErrUnavailable, "setting CHAP on SVM %s: %w", s.cfg.SVM, err)
 		}
 	}
+	s.seedLUNIDs(ctx)
 	return nil
+}
+
+// seedLUNIDs reads the SVM's LUN maps once, at the backend's start check
+// (the controller's inventory connects every backend when it starts), so
+// that a map removed by hand after a restart, before the first
+// ListVolumes, is made again at the ID the node's device sits at
+// (docs/design/ontap-rest.md §10.4). One request per start, none per
+// publish. A failure costs only that: a publish that needs an ID it does
+// not know reads the maps then (mapLUN), and they may be gone by then.
+func (s *sanDriver) seedLUNIDs(ctx context.Context) {
+	maps, err := s.client.ListLUNMaps(ctx, "", "")
+	if err != nil {
+		logrus.WithContext(ctx).WithField("backend", s.Name()).WithError(err).
+			Warn("cannot read the LUN maps: a map removed by hand before the next ListVolumes comes back at the lowest free LUN ID")
+		return
+	}
+	s.lunIDs.seed(maps, s.installationID)
 }
 
 // Volume implements backends.Backend. It reads the LUN too: its absence

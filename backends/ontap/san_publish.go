@@ -116,14 +116,20 @@ func (s *sanDriver) publish(ctx context.Context, vol *backends.Volume, req *back
 // controller service's to read only through Kubernetes, which the
 // backends do not talk to, and recording the ID on ONTAP (a LUN attribute
 // per igroup) would add a request to every publish and unpublish. The
-// memory is filled for free: by the map this publish makes or finds, and
-// by every ListVolumes (PublishedNodes reads every map with its ID), which
-// csi-attacher calls each --reconcile-sync; so a restarted or newly
-// elected controller knows the IDs after its first ListVolumes, before
-// the reconcile that would notice a removed map.
+// memory is filled by one listing of the SVM's maps at the backend's start
+// (seedLUNIDs), so a restarted or newly elected controller knows the IDs
+// of the maps that existed when it started; then for free, by the map this
+// publish makes or finds, and by every ListVolumes (PublishedNodes reads
+// every map with its ID), which csi-attacher calls each --reconcile-sync.
 func (s *sanDriver) mapLUN(ctx context.Context, lun *rest.LUN, igName, iqn string) (*rest.LUNMap, error) {
 	var want *int
-	if id, ok := s.lunIDs.get(lun.UUID, igName); ok {
+	id, ok := s.lunIDs.get(lun.UUID, igName)
+	if !ok && !s.lunIDs.isSeeded() {
+		// The start's reading failed: read now, once it succeeds.
+		s.seedLUNIDs(ctx)
+		id, ok = s.lunIDs.get(lun.UUID, igName)
+	}
+	if ok {
 		want = &id
 	}
 	m, err := s.postMap(ctx, lun.Path, igName, want)

@@ -3,6 +3,7 @@ package ontap
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 
@@ -61,6 +62,51 @@ func (s *sanEconomyDriver) Volume(ctx context.Context, id string) (*backends.Vol
 		return nil, err
 	}
 	return s.toVolume(id, lun), nil
+}
+
+// VolumeAt implements backends.VolumeLocator: the LUN the volume's records
+// name (a nameTemplate's, or one Trident named by another storagePrefix).
+// Without it the ontap-san driver's, which looks for a FlexVol, would be
+// promoted here. A LUN whose record names another volume is not this one.
+func (s *sanEconomyDriver) VolumeAt(ctx context.Context, id, internalName string) (*backends.Volume, error) {
+	if !lunNameRE.MatchString(internalName) || len(internalName) > maxLUNName || strings.Trim(internalName, ".") == "" {
+		// Not a LUN name: checked before ONTAP is asked, the name
+		// going into a query.
+		return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found (%q is no LUN name)", id, internalName)
+	}
+	if _, _, snap := splitSnapshotLUN(internalName); snap {
+		return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found (%s is a snapshot's LUN)", id, internalName)
+	}
+	if err := s.ready(ctx); err != nil {
+		return nil, err
+	}
+	lun, err := s.findLUN(ctx, internalName)
+	if err != nil {
+		return nil, err
+	}
+	if _, meta := decodeComment(lun.Attributes[lunAttrMeta]); meta != nil && meta.Name != id {
+		return nil, backends.Errorf(backends.ErrNotFound, "volume %s not found (LUN %s belongs to %s)", id, internalName, meta.Name)
+	}
+	return s.toVolume(id, lun), nil
+}
+
+// newLUNName is the LUN of a new volume: what its pool's nameTemplate
+// renders, else the naming rule's, as Trident's
+// SANEconomyStorageDriver.GetInternalVolumeName (getInternalVolumeNameCommon,
+// ontap_common.go) names it. A rendered name over the 254 characters of a
+// LUN name is refused, as Trident's SANEconomyStorageDriver.Create refuses
+// it (maxLunNameLength), before anything is made.
+func (s *sanEconomyDriver) newLUNName(ctx context.Context, req *backends.CreateRequest) (name string, templated bool, err error) {
+	name, ok, err := s.templateName(ctx, req)
+	switch {
+	case err != nil:
+		return "", false, err
+	case !ok:
+		return s.lunName(req.Name), false, nil
+	case len(name) > maxLUNName:
+		return "", false, s.tooLong(req, name, maxLUNName, "a LUN")
+	}
+	return name, true, nil
 }
 
 // toVolume describes a LUN for the controller: its size is the LUN's, its
@@ -125,7 +171,7 @@ func (s *sanEconomyDriver) volumeOfLUN(lun *rest.LUN) *backends.Volume {
 		return nil
 	}
 	_, meta := decodeComment(lun.Attributes[lunAttrMeta])
-	if meta != nil && s.lunName(meta.Name) == name {
+	if meta != nil && (s.lunName(meta.Name) == name || meta.InternalName == name) {
 		return s.toVolume(meta.Name, lun)
 	}
 	if id, ok := econVolumeID(s.cfg.StoragePrefix, name); ok {
@@ -156,15 +202,26 @@ func (s *sanEconomyDriver) CreateVolume(ctx context.Context, req *backends.Creat
 	if err != nil {
 		return nil, err
 	}
+	name, templated, err := s.newLUNName(ctx, req)
+	if err != nil {
+		return nil, err
+	}
 	meta := s.meta(req, st)
+	if templated {
+		meta.InternalName = name // ListVolumes finds the volume's ID by it
+	}
 	record, err := encodeComment(nil, meta)
 	if err != nil {
 		return nil, backends.Errorf(backends.ErrInvalid, "%v", err)
 	}
-	name := s.lunName(req.Name)
 	existing, err := s.findLUN(ctx, name)
 	switch {
 	case err == nil && s.toVolume(req.Name, existing).Incomplete && req.Source != nil:
+	case err == nil && templated && s.toVolume(req.Name, existing).Incomplete:
+		// A template's name another volume's LUN has: the naming rule's
+		// names are the volume's own, a template's need not be.
+		return nil, backends.Errorf(backends.ErrAlreadyExists, "LUN %s, named by nameTemplate %q, belongs to another volume",
+			name, s.poolDefaults(req.Pool).NameTemplate.String())
 	case err == nil:
 		return s.toVolume(req.Name, existing), nil
 	case !errors.Is(err, backends.ErrNotFound):

@@ -22,17 +22,36 @@ var claimSources = map[string]string{
 
 // newVolumeName is the FlexVol name of a new volume: what its pool's
 // nameTemplate renders, else the naming rule's (docs/design/trident-compat.md
-// §4.1). A template that uses a claim value the request lacks refuses the
-// create rather than give the volume a name Trident would not; one that
-// renders no valid name gives the rule's, as in Trident. The name is
-// recorded in the volume's context as internalName, which csi-provisioner
-// keeps in the PV, and in its comment (volumeMeta.InternalName).
+// §4.1). A name longer than ONTAP allows is refused (ONTAP would refuse it,
+// as it does Trident's). The name is recorded in the volume's context as
+// internalName, which csi-provisioner keeps in the PV, and in its comment
+// (volumeMeta.InternalName).
 func (d *driver) newVolumeName(ctx context.Context, req *backends.CreateRequest) (string, error) {
+	name, ok, err := d.templateName(ctx, req)
+	switch {
+	case err != nil:
+		return "", err
+	case !ok:
+		return d.volumeName(req.Name), nil
+	case len(name) > maxVolumeName:
+		return "", d.tooLong(req, name, maxVolumeName, "a volume")
+	}
+	return name, nil
+}
+
+// templateName renders the nameTemplate of the request's pool, as
+// Trident's GetVolumeNameFromTemplate (storage_drivers/ontap/ontap_common.go)
+// does for every ONTAP driver, the economy ones included. ok is false when
+// the pool has no template, or when it renders no valid name: the caller's
+// naming rule names the volume then, as in Trident. A template that uses a
+// claim value the request lacks refuses the create rather than give the
+// volume a name Trident would not.
+func (d *driver) templateName(ctx context.Context, req *backends.CreateRequest) (name string, ok bool, err error) {
 	tpl := d.poolDefaults(req.Pool).NameTemplate
 	if tpl == nil {
-		return d.volumeName(req.Name), nil
+		return "", false, nil
 	}
-	name, err := tpl.Render(d.templateData(req))
+	name, err = tpl.Render(d.templateData(req))
 	var missing *nametemplate.MissingError
 	switch {
 	case errors.As(err, &missing):
@@ -40,17 +59,21 @@ func (d *driver) newVolumeName(ctx context.Context, req *backends.CreateRequest)
 		for _, f := range missing.Fields {
 			from = append(from, f+" from "+claimSources[f])
 		}
-		return "", backends.Errorf(backends.ErrInvalid, "backend %s names volumes with nameTemplate %q, which needs what the request does not carry: %s",
+		return "", false, backends.Errorf(backends.ErrInvalid, "backend %s names volumes with nameTemplate %q, which needs what the request does not carry: %s",
 			d.Name(), tpl.String(), strings.Join(from, "; "))
 	case err != nil:
 		logrus.WithContext(ctx).WithError(err).WithFields(logrus.Fields{"volume": req.Name, "nameTemplate": tpl.String()}).
-			Warn("nameTemplate gives no volume name; using storagePrefix + PV name, as Trident does")
-		return d.volumeName(req.Name), nil
-	case len(name) > maxVolumeName:
-		return "", backends.Errorf(backends.ErrInvalid, "nameTemplate %q of backend %s renders %q, %d characters: ONTAP allows %d",
-			tpl.String(), d.Name(), name, len(name), maxVolumeName)
+			Warn("nameTemplate gives no volume name; using the naming rule (storagePrefix + PV name), as Trident does")
+		return "", false, nil
 	}
-	return name, nil
+	return name, true, nil
+}
+
+// tooLong refuses a template's name longer than ONTAP takes for what it
+// names.
+func (d *driver) tooLong(req *backends.CreateRequest, name string, max int, what string) error {
+	return backends.Errorf(backends.ErrInvalid, "nameTemplate %q of backend %s renders %q, %d characters: ONTAP allows %d for %s name",
+		d.poolDefaults(req.Pool).NameTemplate.String(), d.Name(), name, len(name), max, what)
 }
 
 // templateData is what a nameTemplate renders for req, by the names of

@@ -302,8 +302,11 @@ func TestParseNameTemplate(t *testing.T) {
 			problem: `defaults.nameTemplate: "{{lower .volume.Name}}" is not a valid template`},
 		{name: "unknown field", driver: DriverONTAPNAS, keys: `,"defaults":{"nameTemplate":"{{.volume.PVCName}}"}`,
 			backend: "{{.volume.PVCName}}_{{slice .volume.Name 4 9}}", warning: "defaults.nameTemplate uses .volume.PVCName, which Trident's"},
-		{name: "economy", driver: DriverONTAPNASEconomy, keys: `,"defaults":{"nameTemplate":"` + pvcTpl + `"}`,
-			warning: "defaults.nameTemplate is accepted for Trident compatibility but has no effect with ontap-nas-economy"},
+		// The economy drivers name qtrees and LUNs with it, as Trident.
+		{name: "nas-economy", driver: DriverONTAPNASEconomy, keys: `,"defaults":{"nameTemplate":"` + pvcTpl + `"},"storage":[{"defaults":{"nameTemplate":"q_{{.volume.Name}}"}}]`,
+			backend: pvcTpl + "_{{slice .volume.Name 4 9}}", pool0: "q_{{.volume.Name}}"},
+		{name: "san-economy", driver: DriverONTAPSANEconomy, keys: `,"defaults":{"nameTemplate":"` + pvcTpl + `"}`,
+			backend: pvcTpl + "_{{slice .volume.Name 4 9}}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := strings.Replace(minimal(tc.keys), `"ontap-nas"`, `"`+tc.driver+`"`, 1)

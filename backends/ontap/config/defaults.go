@@ -79,8 +79,7 @@ func (p *parser) volumeDefaults(s map[string]setting) VolumeDefaults {
 // as Trident refuses the backend. Fields Trident's volume and config do
 // not have fail every rendering there, which then names the volume by the
 // default rule: the config loads, with a warning. The economy drivers name
-// qtrees and LUNs (what Trident renders the template for there) by
-// storagePrefix + PV name.
+// qtrees and LUNs with it, as Trident does.
 func (r defaultsReader) nameTemplate() *nametemplate.Template {
 	v, path := r.get("nameTemplate", "")
 	if v == "" {
@@ -89,10 +88,6 @@ func (r defaultsReader) nameTemplate() *nametemplate.Template {
 	t, err := nametemplate.Parse(v)
 	if err != nil {
 		r.p.fail(path, "%q is not a valid template: %v", v, err)
-		return nil
-	}
-	if r.p.driver == DriverONTAPNASEconomy || r.p.driver == DriverONTAPSANEconomy {
-		r.p.warn("%s is accepted for Trident compatibility but has no effect with %s: qtrees and LUNs are named storagePrefix + PV name (Trident names them with it)", path, r.p.driver)
 		return nil
 	}
 	if unknown := t.Unknown(); len(unknown) > 0 {
