@@ -241,8 +241,10 @@ type writer struct {
 	stop chan struct{}
 	done chan struct{}
 	mu   sync.Mutex
-	n    int
-	err  error
+	n    int // writes synced
+	// issued: writes begun (a write may be under way, or hang, beyond n).
+	issued int
+	err    error
 }
 
 func startWriter(t testing.TB, path string) *writer {
@@ -260,6 +262,9 @@ func startWriter(t testing.TB, path string) *writer {
 				return
 			default:
 			}
+			w.mu.Lock()
+			w.issued = i + 1
+			w.mu.Unlock()
 			_, err := f.WriteAt(block(i), int64(i)*4096)
 			if err == nil {
 				err = f.Sync()

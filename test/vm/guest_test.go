@@ -83,7 +83,7 @@ const (
 	// volume on another's paths gets its code and changes nothing.
 	safetyTests = "^(TestCrossVolumeCallsChangeNothing|TestMountsReplacedUnderARecordAreLeftAlone)$"
 	benchTests  = "^TestNodeBenchmark$"
-	faultTests  = "^(TestPathLostAndRestoredDuringIO|TestLUNUnmappedWhileStaged|TestGhostMapIsRemoved|TestNFSServerStoppedWhileMounted|TestMultipathMapLateOrNever|TestISCSIPathGrace)$"
+	faultTests  = "^(TestPathLostAndRestoredDuringIO|TestLUNUnmappedWhileStaged|TestGhostMapIsRemoved|TestNFSServerStoppedWhileMounted|TestMultipathMapLateOrNever|TestISCSIPathGrace|TestFencedNodeWritesNothing)$"
 )
 
 // guestStep is one suite of TestGuest and how to judge its output.
@@ -189,17 +189,22 @@ func checkScript(t *testing.T, r StepResult) {
 	}
 }
 
-// checkGoTest fails unless a test binary passed, and lists what ran.
+// checkGoTest fails unless a test binary passed, and lists what ran and
+// what the tests logged themselves (their t.Log lines, not the plugin's
+// log): the figures docs/vm.md quotes.
 func checkGoTest(t *testing.T, r StepResult) {
 	if r.ExitCode != 0 || !strings.Contains(r.Output, "\nPASS\n") {
 		t.Fatalf("exit %d\n%s%s", r.ExitCode, tail(r.Output, 60000), stepLogs(r))
 	}
 	for _, line := range strings.Split(r.Output, "\n") {
-		if strings.HasPrefix(line, "--- PASS") || strings.HasPrefix(line, "--- SKIP") {
-			t.Log(line)
+		if strings.HasPrefix(line, "--- PASS") || strings.HasPrefix(line, "--- SKIP") || testLogLine.MatchString(line) {
+			t.Log(strings.TrimSpace(line))
 		}
 	}
 }
+
+// testLogLine is a test's own t.Log line in `go test -v` output.
+var testLogLine = regexp.MustCompile(`^\s+[a-z0-9_]+_test\.go:\d+: `)
 
 // sanityCounts is Ginkgo's summary: "Ran 62 of 80 Specs", then
 // "62 Passed | 0 Failed | 0 Pending | 18 Skipped".
