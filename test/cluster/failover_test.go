@@ -198,6 +198,16 @@ func nodeFailover(ctx context.Context, s *suite, r *scenarioRun) error {
 	}
 	r.markDown(a.Name, killed, time.Now())
 	r.note(s, "%s: kubelet started; node plugin Ready %s later", a.Name, time.Since(back).Round(time.Second))
+	// The plugin cleans what was fenced before it registers
+	// (docs/design/fencing.md §4): its log says which volumes.
+	line, err := s.pluginLogLine(ctx, plugin.Name, cs.Name, "cleaned the volumes no longer attached to this node before registering")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(line, pv) {
+		return fmt.Errorf("%s's plugin did not clean %s before registering: %s", a.Name, pv, line)
+	}
+	r.note(s, "%s's plugin, before registering: %s", a.Name, line)
 	if err := pollUntil(ctx, 3*time.Minute, func() (bool, string, error) {
 		left, err := s.leftOn(ctx, a, pv, bm.LUN.UUID)
 		if err != nil {
@@ -492,4 +502,23 @@ func lastOf(lines []journalLine, writer string) (journalLine, int) {
 		}
 	}
 	return last, n
+}
+
+// pluginLogLine is the last line of the plugin container's current log
+// that holds text.
+func (s *suite) pluginLogLine(ctx context.Context, pod, container, text string) (string, error) {
+	b, err := s.cluster.Client.CoreV1().Pods(s.ds.ns()).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	if err != nil {
+		return "", fmt.Errorf("logs of %s/%s: %w", pod, container, err)
+	}
+	found := ""
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, text) {
+			found = l
+		}
+	}
+	if found == "" {
+		return "", fmt.Errorf("%s/%s never logged %q", pod, container, text)
+	}
+	return found, nil
 }
