@@ -208,7 +208,7 @@ func runFlows(t *testing.T, b backends.Backend, driver string, c *rest.Client) {
 	pools, err := b.Pools(ctx)
 	f.must("Pools", err)
 	f.pool = pools[0].Name
-	_, err = b.Capacity(ctx, f.pool)
+	_, err = b.Capacity(ctx, f.pool, backends.VolumeOptions{})
 	f.must("Capacity", err)
 	reserve, snapdir := 10, true
 	vol := f.create("pvc-conformance-1", nil, backends.VolumeOptions{SpaceReserve: "none", SnapshotPolicy: "none",
