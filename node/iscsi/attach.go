@@ -202,6 +202,7 @@ func (c *Client) scanAndVerify(ctx context.Context, t Target, sessions []session
 		discoveries[i] = &pathDiscovery{sd: sd}
 	}
 	var first time.Time
+	var bo backoff
 	for {
 		pending := 0
 		for _, d := range discoveries {
@@ -214,13 +215,15 @@ func (c *Client) scanAndVerify(ctx context.Context, t Target, sessions []session
 			case d.found == nil:
 				pending++
 			case first.IsZero():
-				first = time.Now()
+				// The other paths usually follow within moments: look
+				// again soon.
+				first, bo = time.Now(), backoff{}
 			}
 		}
 		if pending == 0 || (!first.IsZero() && time.Since(first) > pathGrace) {
 			break
 		}
-		if err := sleep(wctx, pollInterval); err != nil {
+		if err := sleep(wctx, bo.next()); err != nil {
 			if ctx.Err() != nil || first.IsZero() {
 				why := ""
 				for _, d := range discoveries {
@@ -336,6 +339,7 @@ func (c *Client) waitForMap(ctx context.Context, t Target, paths []pathDev) (*De
 	defer cancel()
 	var seen time.Time
 	var last dmMap
+	var bo backoff
 	for {
 		maps, err := c.pathMaps(paths)
 		if err != nil {
@@ -350,14 +354,14 @@ func (c *Client) waitForMap(ctx context.Context, t Target, paths []pathDev) (*De
 				return nil, err
 			}
 			if seen.IsZero() {
-				seen = time.Now()
+				seen, bo = time.Now(), backoff{}
 			}
 			last = maps[0]
 			if len(slaves) >= len(paths) || time.Since(seen) > pathGrace {
 				return c.finishMap(wctx, t, maps[0], paths)
 			}
 		}
-		if sleep(wctx, pollInterval) != nil {
+		if sleep(wctx, bo.next()) != nil {
 			if !seen.IsZero() && ctx.Err() == nil {
 				return c.finishMap(ctx, t, last, paths)
 			}
