@@ -1,6 +1,7 @@
 package iscsi
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -24,6 +25,45 @@ func TestBackoff(t *testing.T) {
 				if got := b.next(); got != tc.want[i] {
 					t.Fatalf("pause %d = %s, want %s", i, got, tc.want[i])
 				}
+			}
+		})
+	}
+}
+
+// TestMultipathdAnswerIsReused: within its TTL the answer of multipathd
+// about itself is reused; a refusal under MultipathRequired is not, so the
+// next call finds a daemon that has started meanwhile.
+func TestMultipathdAnswerIsReused(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mode   MultipathMode
+		answer string
+		want   bool
+		wantOK bool
+		runs   int // multipathd runs for three checks
+	}{
+		{"running", MultipathAuto, "pid 42 idle\n", true, true, 1},
+		{"not running, auto", MultipathAuto, "error receiving packet\n", false, true, 1},
+		{"not running, required", MultipathRequired, "error receiving packet\n", false, false, 3},
+		{"disabled", MultipathDisabled, "pid 42 idle\n", false, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ex := &fakeExec{fn: func([]string) ([]byte, error) { return []byte(tc.answer), nil }}
+			c := newTestClient(t, newFakeSys(t), ex, tc.mode)
+			for i := 0; i < 3; i++ {
+				got, err := c.multipathActive(context.Background())
+				if got != tc.want || (err == nil) != tc.wantOK {
+					t.Fatalf("check %d: %v, %v; want %v, ok %v", i, got, err, tc.want, tc.wantOK)
+				}
+			}
+			if n := ex.called("multipathd show daemon"); n != tc.runs {
+				t.Fatalf("%d multipathd runs, want %d", n, tc.runs)
+			}
+			// Past the TTL it asks again.
+			c.mpUntil = time.Now().Add(-time.Second)
+			c.multipathActive(context.Background())
+			if n := ex.called("multipathd show daemon"); tc.mode != MultipathDisabled && n != tc.runs+1 {
+				t.Fatalf("%d multipathd runs after the TTL, want %d", n, tc.runs+1)
 			}
 		})
 	}

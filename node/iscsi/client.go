@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -125,6 +126,11 @@ type Client struct {
 	locks   *volumelock.Locker
 	// deadPathGrace: see Config.DeadPathGrace.
 	deadPathGrace time.Duration
+	// The last answer of multipathd about itself, until mpUntil
+	// (multipathActive).
+	mpMu     sync.Mutex
+	mpActive bool
+	mpUntil  time.Time
 }
 
 // New returns a Client for cfg.
