@@ -71,7 +71,8 @@ func TestSysfsSessions(t *testing.T) {
 			{ID: 10, Portal: "[fd20::11]:3260", TPGT: 1, Target: testIQN},
 		}},
 		{tree: "empty.tree", ok: true},
-		{tree: "noclass.tree"},
+		{tree: "noclass.tree", ok: true},
+		{tree: "nosys.tree"},
 		{tree: "noconn.tree"},
 		{tree: "nulltarget.tree"},
 		{tree: "notarget.tree"},
@@ -101,7 +102,8 @@ func TestSessionsAsksIscsiadmOnlyWhenSysfsDoesNotSay(t *testing.T) {
 		{tree: "sessions.tree", iscsiadm: 0, portals: []string{"10.0.0.1:3260", "192.168.7.2:3261", "[fd20::11]:3260"}},
 		{tree: "empty.tree", iscsiadm: 0},
 		{tree: "partial.tree", iscsiadm: 1, portals: []string{"10.0.0.1:3260"}},
-		{tree: "noclass.tree", iscsiadm: 1, portals: []string{"10.0.0.1:3260"}},
+		{tree: "noclass.tree", iscsiadm: 0},
+		{tree: "nosys.tree", iscsiadm: 1, portals: []string{"10.0.0.1:3260"}},
 	} {
 		t.Run(tc.tree, func(t *testing.T) {
 			ex := &fakeExec{fn: func(argv []string) ([]byte, error) { return sessionLines(1), nil }}

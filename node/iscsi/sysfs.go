@@ -222,14 +222,19 @@ func readDirNames(dir string) ([]string, error) {
 //	class/iscsi_session/session<S>/{targetname,tpgt,device -> .../session<S>}
 //	  .../session<S>/connection<S>:<C>/iscsi_connection/connection<S>:<C>/{persistent_address,persistent_port}
 //
-// ok is false, and the caller asks iscsiadm, when sysfs does not give that
-// for every session: no iscsi_session class at all (the iSCSI transport
-// module not loaded, or a sys root without it), or a session caught
-// between its creation and iscsid setting its parameters, or while it is
-// torn down. An existing but empty class is "no session", as iscsiadm
-// says.
+// No iscsi_session class in a sysfs that has classes is "no session", as
+// iscsiadm says: the class comes with the iSCSI transport module, which
+// every login loads. ok is false, and the caller asks iscsiadm, when sysfs
+// does not give the above for every session: a session caught between its
+// creation and iscsid setting its parameters, or while it is torn down,
+// or a sys root without classes at all.
 func (c *Client) sysfsSessions() ([]session, bool) {
 	entries, err := os.ReadDir(filepath.Join(c.sysRoot, "class", "iscsi_session"))
+	if errors.Is(err, os.ErrNotExist) {
+		if st, err := os.Stat(filepath.Join(c.sysRoot, "class")); err == nil && st.IsDir() {
+			return nil, true
+		}
+	}
 	if err != nil {
 		return nil, false
 	}
