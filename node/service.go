@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -93,9 +94,14 @@ const (
 	DefaultTrackingDir        = "/var/lib/trident/tracking"
 	DefaultMaxISCSIOperations = 5
 	DefaultMaxNFSMounts       = 10
-	DefaultMaxFormats         = 2
 	DefaultISCSIDeviceTimeout = 20 * time.Second
 )
+
+// DefaultMaxFormats is the mkfs cap: one per CPU, at least 2 (Trident's
+// fixed 2). mkfs of a fresh LUN is mostly CPU (zeroing inode tables
+// lazily, building bitmaps), so a fixed cap left large nodes idle while
+// pods waited, and a higher one than the CPUs only makes them contend.
+var DefaultMaxFormats = max(2, runtime.NumCPU())
 
 func (c *Config) setDefaults() error {
 	if c.TrackingDir == "" {

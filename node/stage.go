@@ -186,17 +186,21 @@ func (s *Service) stageISCSI(ctx context.Context, r *stageRequest) error {
 		}
 	}
 
-	release, err := s.iscsiOps.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
 	if err := s.writeState(r.volumeID, rec); err != nil {
 		return err
 	}
 	crashpoint("NodeStageVolume/recorded")
 
+	// The slot caps what loads iscsiadm, the kernel's scans and
+	// multipathd: the attach only. blkid, mkfs and the mount have caps or
+	// costs of their own, and holding the slot through them made the other
+	// stages queue behind a format.
+	release, err := s.iscsiOps.acquire(ctx)
+	if err != nil {
+		return err
+	}
 	dev, err := s.iscsi.Attach(ctx, iscsiTarget(&rec.PublishInfo))
+	release()
 	if err != nil {
 		return fmt.Errorf("attach LUN: %w", err)
 	}
