@@ -13,8 +13,11 @@ import (
 const (
 	// rescanEvery repeats the targeted scan of a LUN that has not appeared.
 	// The kernel's scan is synchronous, so this only matters when a scan
-	// raced with a session (re)connect.
-	rescanEvery = 2 * time.Second
+	// raced with a session (re)connect, or, in the iSCSI shim, whose scan
+	// attribute is a plain file, when two attaches sharing the target lock
+	// wrote it before the shim read it. A scan that finds nothing costs
+	// one round trip to the target.
+	rescanEvery = 1 * time.Second
 	// pathGrace is how long Attach waits for the remaining paths once one
 	// is there. A portal whose node does not report the LUN (selective LUN
 	// map) never gets a path, and must not cost the whole DeviceTimeout.
@@ -85,11 +88,23 @@ func complete(t Target, paths []pathDev, mp bool) bool {
 
 // attachPaths holds the target lock from the first login until the LUN's
 // path devices exist, so a concurrent Detach of another LUN of the target
-// either sees them (and keeps the sessions) or runs before the login.
+// either sees them (and keeps the sessions) or runs before the login. The
+// lock is shared while the sessions are there already: attaches of the
+// target's LUNs (every LUN of an SVM is behind one target) then scan and
+// wait side by side, and only a login or a logout (logoutIdle) excludes
+// the others.
 func (c *Client) attachPaths(ctx context.Context, t Target, mp bool) ([]pathDev, error) {
-	unlock, err := c.lockTarget(ctx, t.IQN)
+	unlock, err := c.lockTargetShared(ctx, t.IQN)
 	if err != nil {
 		return nil, err
+	}
+	if all, err := c.sessions(ctx); err != nil || needsLogin(targetSessions(all, t.IQN, t.Portals), t.Portals, mp) {
+		// A shared lock cannot become exclusive in place: let go, and
+		// ensureSessions decides again under the exclusive one.
+		unlock()
+		if unlock, err = c.lockTarget(ctx, t.IQN); err != nil {
+			return nil, err
+		}
 	}
 	defer unlock()
 	sessions, err := c.ensureSessions(ctx, t, mp)
@@ -168,6 +183,20 @@ func (c *Client) ensureSessions(ctx context.Context, t Target, mp bool) ([]sessi
 		log.WithField("sessions", len(out)).Warn("continuing with fewer iSCSI sessions than portals")
 	}
 	return out, nil
+}
+
+// needsLogin tells whether ensureSessions would log in: with multipath
+// while a portal has no session, without it while none has.
+func needsLogin(have []session, portals []string, mp bool) bool {
+	if !mp {
+		return len(have) == 0
+	}
+	for _, p := range portals {
+		if !hasPortal(have, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasPortal(ss []session, portal string) bool {

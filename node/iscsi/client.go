@@ -234,10 +234,17 @@ func (t Target) fields() logrus.Fields {
 }
 
 // lockTarget serializes the session-level decisions on one target (log in,
-// scan, log out when unused) across goroutines and processes. Path devices
-// of different LUNs are otherwise handled concurrently.
+// log out when unused) across goroutines and processes, and excludes the
+// attaches that hold lockTargetShared. Path devices of different LUNs are
+// otherwise handled concurrently.
 func (c *Client) lockTarget(ctx context.Context, iqn string) (func(), error) {
 	return c.locks.Lock(ctx, "iscsi-target/"+iqn)
+}
+
+// lockTargetShared is the target lock of an attach whose sessions exist:
+// attaches share it, lockTarget excludes them.
+func (c *Client) lockTargetShared(ctx context.Context, iqn string) (func(), error) {
+	return c.locks.LockShared(ctx, "iscsi-target/"+iqn)
 }
 
 // beforeSideEffect, when set by a test, runs before every host tool and

@@ -2,6 +2,8 @@ package iscsi
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,6 +66,51 @@ func TestMultipathdAnswerIsReused(t *testing.T) {
 			c.multipathActive(context.Background())
 			if n := ex.called("multipathd show daemon"); tc.mode != MultipathDisabled && n != tc.runs+1 {
 				t.Fatalf("%d multipathd runs after the TTL, want %d", n, tc.runs+1)
+			}
+		})
+	}
+}
+
+// TestAttachSharesTheTargetLock: an attach whose session exists scans
+// under the shared target lock, beside other attaches; an exclusive holder
+// (a login or a logout) keeps it waiting.
+func TestAttachSharesTheTargetLock(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		exclusive bool
+		wantOK    bool
+	}{
+		{"beside another attach", false, true},
+		{"not during a logout", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSys(t)
+			f.session(1)
+			f.kernel(t, []int{1}, testSerial)
+			ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+				if strings.Join(argv, " ") == "iscsiadm -m session" {
+					return sessionLines(1), nil
+				}
+				return nil, errors.New("unexpected call")
+			}}
+			c := newTestClient(t, f, ex, MultipathDisabled)
+			lock := c.lockTargetShared
+			if tc.exclusive {
+				lock = c.lockTarget
+			}
+			unlock, err := lock(context.Background(), testIQN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			dev, err := c.Attach(ctx, testTarget())
+			if (err == nil) != tc.wantOK {
+				t.Fatalf("Attach: %+v, %v; want success %v\n%s", dev, err, tc.wantOK, ex.log())
+			}
+			if !tc.wantOK && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Attach failed with %v, want it to wait for the lock until the deadline", err)
 			}
 		})
 	}
