@@ -308,6 +308,15 @@ func (s *Service) writeState(volumeID string, info *tracking.Info) error {
 	return nil
 }
 
+// writeStateDurable is writeState for a record that must survive a power
+// loss (tracking.Store.Write says which).
+func (s *Service) writeStateDurable(volumeID string, info *tracking.Info) error {
+	if err := s.state.WriteDurable(volumeID, info); err != nil {
+		return internal("volume %s: write tracking file: %v", volumeID, err)
+	}
+	return nil
+}
+
 // requestPath is a path from a request: as given (cleaned; what Trident's
 // files record and what kubelet sends again) and as mount acts on it.
 type requestPath struct {
