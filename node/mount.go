@@ -214,11 +214,13 @@ func (m *mounter) unmount(ctx context.Context, path string) error {
 	return fmt.Errorf("%s still mounted after %d unmounts", path, maxStacked)
 }
 
-// mountedHere is isMountPoint for unmount, which does not need the mount
-// table's word that a mount root is a mount: umount asks the kernel, and
-// its failure is checked against the table below. The callers looked at
-// the table already (checkMounts), so this spares a parse per unmount, and
-// after the last umount statx alone says that nothing is left.
+// mountedHere is isMountPoint for unmount and for the path checks of
+// requests (paths.resolve), which do not need the mount table's word that
+// a mount root is a mount: umount asks the kernel, and its failure is
+// checked against the table; resolve only must not stat a mount point.
+// The callers that need the mounts themselves read the table (checkMounts),
+// so this spares a parse per unmount and per path of a request, and after
+// the last umount statx alone says that nothing is left.
 func (m *mounter) mountedHere(path string) (bool, error) {
 	if !m.statx {
 		return m.isMountPoint(path)

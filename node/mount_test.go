@@ -124,6 +124,10 @@ func TestNotMountRoot(t *testing.T) {
 			if got := notMountRoot(tc.path); got != tc.want {
 				t.Fatalf("notMountRoot(%s) = %v, want %v", tc.path, got, tc.want)
 			}
+			m := &mounter{statx: true}
+			if got, err := m.mountedHere(tc.path); got == tc.want || err != nil {
+				t.Fatalf("mountedHere(%s) = %v, %v; want %v", tc.path, got, err, !tc.want)
+			}
 		})
 	}
 }

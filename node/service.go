@@ -190,7 +190,7 @@ func New(cfg Config) (*Service, error) {
 // newService builds the service around ini; cfg must have its defaults set.
 func newService(cfg Config, ini initiator) (*Service, error) {
 	m := &mounter{exec: cfg.Exec, mountInfo: "/proc/self/mountinfo", hostRoot: cfg.HostRoot, statx: true}
-	p := paths{base: filepath.Clean(cfg.KubeletDir), isMountPoint: m.isMountPoint}
+	p := paths{base: filepath.Clean(cfg.KubeletDir), isMountPoint: m.mountedHere}
 	store, err := tracking.NewStore(cfg.TrackingDir, p.confine)
 	if err != nil {
 		return nil, err
