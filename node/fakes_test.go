@@ -305,6 +305,7 @@ func newTestService(t *testing.T) *testService {
 		t.Fatal(err)
 	}
 	s.mounter.mountInfo = host.mountinfo
+	s.mounter.statx = false // the fake host's mounts are not in this kernel
 	host.root = cfg.HostRoot
 	return &testService{Service: s, host: host, ini: ini, kubelet: cfg.KubeletDir, root: root}
 }

@@ -36,6 +36,9 @@ type mounter struct {
 	// mounts <kubelet-dir>/plugins without it (docs/design/trident-compat.md §2.1), so
 	// there a staging mount is seen under the host root only.
 	hostRoot string
+	// statx: mountInfo is this process's own mount table, so a statx of a
+	// path may answer for it that nothing is mounted there (notMountRoot).
+	statx bool
 }
 
 // seen is where this process sees what the host tools see at path.
@@ -82,6 +85,9 @@ func (m *mounter) remountReadOnly(ctx context.Context, target string) error {
 // mountsAt returns the mount table entries whose mount point is path as the
 // host tools see it, bottom first (several when mounts are stacked).
 func (m *mounter) mountsAt(path string) ([]mount.MountInfo, error) {
+	if m.statx && notMountRoot(m.seen(path)) {
+		return nil, nil
+	}
 	infos, err := mount.ParseMountInfo(m.mountInfo)
 	if err != nil {
 		return nil, fmt.Errorf("read mount table: %w", err)
@@ -94,6 +100,41 @@ func (m *mounter) mountsAt(path string) ([]mount.MountInfo, error) {
 		}
 	}
 	return out, nil
+}
+
+// notMountRootTimeout bounds the statx of notMountRoot; a path that takes
+// longer is left to the mount table.
+const notMountRootTimeout = time.Second
+
+// notMountRoot reports, without reading the mount table, that nothing is
+// mounted at path: it does not exist, or statx says it is not the root of
+// a mount (STATX_ATTR_MOUNT_ROOT, Linux 5.8). Reading and parsing
+// mountinfo costs 73 µs with 20 mounts and 1.8 ms with 520, takes the
+// kernel's mount lock, and most checks are of a path where nothing is
+// mounted yet (issue 18). Unlike a comparison of st_dev with the parent's,
+// the attribute also sees a bind mount from the same file system.
+//
+// false means "ask the mount table": a mount root, a kernel without the
+// attribute, or any error, such as ENOTCONN or ESTALE from a corrupted
+// mount. AT_STATX_DONT_SYNC keeps NFS from asking its server for
+// attributes, and the statx runs aside, bounded, like every stat of a
+// path that may be a mount of a dead server (statWithContext). A mount
+// hidden under a later mount on a parent directory is not seen here; it
+// cannot be reached at path anyway.
+func notMountRoot(path string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), notMountRootTimeout)
+	defer cancel()
+	var stx unix.Statx_t
+	err := statWithContext(ctx, path, func() error {
+		return unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT|unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE, &stx)
+	})
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return true
+	case err != nil:
+		return false
+	}
+	return stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT == 0
 }
 
 // isMountPoint reports whether something is mounted at path. It reads the
@@ -136,7 +177,7 @@ const maxStacked = 8
 // on it (Trident #812).
 func (m *mounter) unmount(ctx context.Context, path string) error {
 	for i := 0; i < maxStacked; i++ {
-		mounted, err := m.isMountPoint(path)
+		mounted, err := m.mountedHere(path)
 		if err != nil || !mounted {
 			return err
 		}
@@ -153,8 +194,9 @@ func (m *mounter) unmount(ctx context.Context, path string) error {
 		// umount was timed out after all but finished (killing umount does
 		// not stop its umount.nfs helper: a real kernel showed it, with 20
 		// NFS unmounts at once on a busy node).
-		if still, _ := m.isMountPoint(path); !still {
-			continue
+		still, perr := m.isMountPoint(path)
+		if perr != nil || !still {
+			return perr
 		}
 		// A timed-out umount means a hung server; stat would hang too.
 		if !isTimeout(err) && !m.corrupted(ctx, path) {
@@ -170,6 +212,20 @@ func (m *mounter) unmount(ctx context.Context, path string) error {
 		}
 	}
 	return fmt.Errorf("%s still mounted after %d unmounts", path, maxStacked)
+}
+
+// mountedHere is isMountPoint for unmount and for the path checks of
+// requests (paths.resolve), which do not need the mount table's word that
+// a mount root is a mount: umount asks the kernel, and its failure is
+// checked against the table; resolve only must not stat a mount point.
+// The callers that need the mounts themselves read the table (checkMounts),
+// so this spares a parse per unmount and per path of a request, and after
+// the last umount statx alone says that nothing is left.
+func (m *mounter) mountedHere(path string) (bool, error) {
+	if !m.statx {
+		return m.isMountPoint(path)
+	}
+	return !notMountRoot(m.seen(path)), nil
 }
 
 func isTimeout(err error) bool { return errors.Is(err, context.DeadlineExceeded) }

@@ -3,10 +3,14 @@ package node
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
 )
@@ -83,5 +87,47 @@ func TestUnmountOfABusyMountOverADeadServer(t *testing.T) {
 	}
 	if mounted, err := m.isMountPoint(target); err != nil || mounted {
 		t.Errorf("still mounted: %v, %v (calls %v)", mounted, err, h.calls)
+	}
+}
+
+// TestNotMountRoot: statx answers "nothing mounted" for a missing path and
+// for a plain directory, and leaves a mount root, a bind mount from the same
+// file system included, to the mount table.
+func TestNotMountRoot(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	bound := filepath.Join(dir, "bound")
+	for _, d := range []string{plain, bound} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bindOK := unix.Mount(plain, bound, "", unix.MS_BIND, "") == nil
+	if bindOK {
+		t.Cleanup(func() { unix.Unmount(bound, unix.MNT_DETACH) })
+	}
+	for _, tc := range []struct {
+		name string
+		path string
+		want bool
+		skip bool
+	}{
+		{name: "missing path", path: filepath.Join(dir, "missing"), want: true},
+		{name: "plain directory", path: plain, want: true},
+		{name: "root of a mount", path: "/proc", want: false},
+		{name: "bind mount from the same file system", path: bound, want: false, skip: !bindOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.skip {
+				t.Skip("cannot bind-mount here (not root)")
+			}
+			if got := notMountRoot(tc.path); got != tc.want {
+				t.Fatalf("notMountRoot(%s) = %v, want %v", tc.path, got, tc.want)
+			}
+			m := &mounter{statx: true}
+			if got, err := m.mountedHere(tc.path); got == tc.want || err != nil {
+				t.Fatalf("mountedHere(%s) = %v, %v; want %v", tc.path, got, err, !tc.want)
+			}
+		})
 	}
 }

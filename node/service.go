@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -93,9 +94,14 @@ const (
 	DefaultTrackingDir        = "/var/lib/trident/tracking"
 	DefaultMaxISCSIOperations = 5
 	DefaultMaxNFSMounts       = 10
-	DefaultMaxFormats         = 2
 	DefaultISCSIDeviceTimeout = 20 * time.Second
 )
+
+// DefaultMaxFormats is the mkfs cap: one per CPU, at least 2 (Trident's
+// fixed 2). mkfs of a fresh LUN is mostly CPU (zeroing inode tables
+// lazily, building bitmaps), so a fixed cap left large nodes idle while
+// pods waited, and a higher one than the CPUs only makes them contend.
+var DefaultMaxFormats = max(2, runtime.NumCPU())
 
 func (c *Config) setDefaults() error {
 	if c.TrackingDir == "" {
@@ -183,8 +189,8 @@ func New(cfg Config) (*Service, error) {
 
 // newService builds the service around ini; cfg must have its defaults set.
 func newService(cfg Config, ini initiator) (*Service, error) {
-	m := &mounter{exec: cfg.Exec, mountInfo: "/proc/self/mountinfo", hostRoot: cfg.HostRoot}
-	p := paths{base: filepath.Clean(cfg.KubeletDir), isMountPoint: m.isMountPoint}
+	m := &mounter{exec: cfg.Exec, mountInfo: "/proc/self/mountinfo", hostRoot: cfg.HostRoot, statx: true}
+	p := paths{base: filepath.Clean(cfg.KubeletDir), isMountPoint: m.mountedHere}
 	store, err := tracking.NewStore(cfg.TrackingDir, p.confine)
 	if err != nil {
 		return nil, err
@@ -297,6 +303,15 @@ func (s *Service) upgrade(ctx context.Context, volumeID string, info *tracking.I
 
 func (s *Service) writeState(volumeID string, info *tracking.Info) error {
 	if err := s.state.Write(volumeID, info); err != nil {
+		return internal("volume %s: write tracking file: %v", volumeID, err)
+	}
+	return nil
+}
+
+// writeStateDurable is writeState for a record that must survive a power
+// loss (tracking.Store.Write says which).
+func (s *Service) writeStateDurable(volumeID string, info *tracking.Info) error {
+	if err := s.state.WriteDurable(volumeID, info); err != nil {
 		return internal("volume %s: write tracking file: %v", volumeID, err)
 	}
 	return nil

@@ -186,17 +186,21 @@ func (s *Service) stageISCSI(ctx context.Context, r *stageRequest) error {
 		}
 	}
 
-	release, err := s.iscsiOps.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
 	if err := s.writeState(r.volumeID, rec); err != nil {
 		return err
 	}
 	crashpoint("NodeStageVolume/recorded")
 
+	// The slot caps what loads iscsiadm, the kernel's scans and
+	// multipathd: the attach only. blkid, mkfs and the mount have caps or
+	// costs of their own, and holding the slot through them made the other
+	// stages queue behind a format.
+	release, err := s.iscsiOps.acquire(ctx)
+	if err != nil {
+		return err
+	}
 	dev, err := s.iscsi.Attach(ctx, iscsiTarget(&rec.PublishInfo))
+	release()
 	if err != nil {
 		return fmt.Errorf("attach LUN: %w", err)
 	}
@@ -217,8 +221,10 @@ func (s *Service) stageISCSI(ctx context.Context, r *stageRequest) error {
 		// may be resumed; Attach has checked the device's serial.
 		resume := rec.FormattingSerial != "" && rec.FormattingSerial == rec.IscsiLunSerial
 		if err := s.ensureFilesystem(ctx, dev.Path, r.fsType, resume, func() error {
+			// The format is on the LUN, which outlives a power loss: so
+			// must the record that lets a retry format again.
 			rec.FormattingSerial = rec.IscsiLunSerial
-			return s.writeState(r.volumeID, rec)
+			return s.writeStateDurable(r.volumeID, rec)
 		}); err != nil {
 			return err
 		}
@@ -235,7 +241,13 @@ func (s *Service) stageISCSI(ctx context.Context, r *stageRequest) error {
 	if err := s.recordMount(rec, r.staging); err != nil {
 		return err
 	}
-	rec.FormattingSerial = ""
+	if rec.FormattingSerial != "" {
+		// Ending the permission to format again must be as durable as
+		// granting it: after a power loss a record that still carried it
+		// would have the next stage format a file system in use.
+		rec.FormattingSerial = ""
+		return s.writeStateDurable(r.volumeID, rec)
+	}
 	return s.writeState(r.volumeID, rec)
 }
 

@@ -38,10 +38,12 @@ func checkVolumeID(id string) error {
 // or an attack.
 type paths struct {
 	base string // cleaned --kubelet-dir
-	// isMountPoint answers from the mount table, so that a path that has
-	// something mounted on it is never stat'ed: a stat of an NFS mount
-	// point whose server is gone blocks forever, and unpublish is exactly
-	// what must still work then. Nil: nothing is mounted.
+	// isMountPoint tells a path that may have something mounted on it,
+	// which is then never stat'ed: a stat of an NFS mount point whose
+	// server is gone blocks forever, and unpublish is exactly what must
+	// still work then. It may answer "mounted" for any mount root
+	// (mounter.mountedHere: a bounded statx that does not ask an NFS
+	// server, without parsing the mount table). Nil: nothing is mounted.
 	isMountPoint func(string) (bool, error)
 }
 

@@ -13,8 +13,11 @@ import (
 const (
 	// rescanEvery repeats the targeted scan of a LUN that has not appeared.
 	// The kernel's scan is synchronous, so this only matters when a scan
-	// raced with a session (re)connect.
-	rescanEvery = 2 * time.Second
+	// raced with a session (re)connect, or, in the iSCSI shim, whose scan
+	// attribute is a plain file, when two attaches sharing the target lock
+	// wrote it before the shim read it. A scan that finds nothing costs
+	// one round trip to the target.
+	rescanEvery = 1 * time.Second
 	// pathGrace is how long Attach waits for the remaining paths once one
 	// is there. A portal whose node does not report the LUN (selective LUN
 	// map) never gets a path, and must not cost the whole DeviceTimeout.
@@ -85,11 +88,23 @@ func complete(t Target, paths []pathDev, mp bool) bool {
 
 // attachPaths holds the target lock from the first login until the LUN's
 // path devices exist, so a concurrent Detach of another LUN of the target
-// either sees them (and keeps the sessions) or runs before the login.
+// either sees them (and keeps the sessions) or runs before the login. The
+// lock is shared while the sessions are there already: attaches of the
+// target's LUNs (every LUN of an SVM is behind one target) then scan and
+// wait side by side, and only a login or a logout (logoutIdle) excludes
+// the others.
 func (c *Client) attachPaths(ctx context.Context, t Target, mp bool) ([]pathDev, error) {
-	unlock, err := c.lockTarget(ctx, t.IQN)
+	unlock, err := c.lockTargetShared(ctx, t.IQN)
 	if err != nil {
 		return nil, err
+	}
+	if all, err := c.sessions(ctx); err != nil || needsLogin(targetSessions(all, t.IQN, t.Portals), t.Portals, mp) {
+		// A shared lock cannot become exclusive in place: let go, and
+		// ensureSessions decides again under the exclusive one.
+		unlock()
+		if unlock, err = c.lockTarget(ctx, t.IQN); err != nil {
+			return nil, err
+		}
 	}
 	defer unlock()
 	sessions, err := c.ensureSessions(ctx, t, mp)
@@ -170,6 +185,20 @@ func (c *Client) ensureSessions(ctx context.Context, t Target, mp bool) ([]sessi
 	return out, nil
 }
 
+// needsLogin tells whether ensureSessions would log in: with multipath
+// while a portal has no session, without it while none has.
+func needsLogin(have []session, portals []string, mp bool) bool {
+	if !mp {
+		return len(have) == 0
+	}
+	for _, p := range portals {
+		if !hasPortal(have, p) {
+			return true
+		}
+	}
+	return false
+}
+
 func hasPortal(ss []session, portal string) bool {
 	for _, s := range ss {
 		if s.Portal == portal {
@@ -202,6 +231,7 @@ func (c *Client) scanAndVerify(ctx context.Context, t Target, sessions []session
 		discoveries[i] = &pathDiscovery{sd: sd}
 	}
 	var first time.Time
+	var bo backoff
 	for {
 		pending := 0
 		for _, d := range discoveries {
@@ -214,13 +244,15 @@ func (c *Client) scanAndVerify(ctx context.Context, t Target, sessions []session
 			case d.found == nil:
 				pending++
 			case first.IsZero():
-				first = time.Now()
+				// The other paths usually follow within moments: look
+				// again soon.
+				first, bo = time.Now(), backoff{}
 			}
 		}
 		if pending == 0 || (!first.IsZero() && time.Since(first) > pathGrace) {
 			break
 		}
-		if err := sleep(wctx, pollInterval); err != nil {
+		if err := sleep(wctx, bo.next()); err != nil {
 			if ctx.Err() != nil || first.IsZero() {
 				why := ""
 				for _, d := range discoveries {
@@ -336,6 +368,7 @@ func (c *Client) waitForMap(ctx context.Context, t Target, paths []pathDev) (*De
 	defer cancel()
 	var seen time.Time
 	var last dmMap
+	var bo backoff
 	for {
 		maps, err := c.pathMaps(paths)
 		if err != nil {
@@ -350,14 +383,14 @@ func (c *Client) waitForMap(ctx context.Context, t Target, paths []pathDev) (*De
 				return nil, err
 			}
 			if seen.IsZero() {
-				seen = time.Now()
+				seen, bo = time.Now(), backoff{}
 			}
 			last = maps[0]
 			if len(slaves) >= len(paths) || time.Since(seen) > pathGrace {
 				return c.finishMap(wctx, t, maps[0], paths)
 			}
 		}
-		if sleep(wctx, pollInterval) != nil {
+		if sleep(wctx, bo.next()) != nil {
 			if !seen.IsZero() && ctx.Err() == nil {
 				return c.finishMap(ctx, t, last, paths)
 			}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -125,6 +126,11 @@ type Client struct {
 	locks   *volumelock.Locker
 	// deadPathGrace: see Config.DeadPathGrace.
 	deadPathGrace time.Duration
+	// The last answer of multipathd about itself, until mpUntil
+	// (multipathActive).
+	mpMu     sync.Mutex
+	mpActive bool
+	mpUntil  time.Time
 }
 
 // New returns a Client for cfg.
@@ -228,10 +234,17 @@ func (t Target) fields() logrus.Fields {
 }
 
 // lockTarget serializes the session-level decisions on one target (log in,
-// scan, log out when unused) across goroutines and processes. Path devices
-// of different LUNs are otherwise handled concurrently.
+// log out when unused) across goroutines and processes, and excludes the
+// attaches that hold lockTargetShared. Path devices of different LUNs are
+// otherwise handled concurrently.
 func (c *Client) lockTarget(ctx context.Context, iqn string) (func(), error) {
 	return c.locks.Lock(ctx, "iscsi-target/"+iqn)
+}
+
+// lockTargetShared is the target lock of an attach whose sessions exist:
+// attaches share it, lockTarget excludes them.
+func (c *Client) lockTargetShared(ctx context.Context, iqn string) (func(), error) {
+	return c.locks.LockShared(ctx, "iscsi-target/"+iqn)
 }
 
 // beforeSideEffect, when set by a test, runs before every host tool and
@@ -267,9 +280,36 @@ func (c *Client) writeAttr(path, value string) error {
 	return nil
 }
 
-// pollInterval paces every wait on sysfs. The kernel usually answers within
-// a few milliseconds of the triggering write.
-const pollInterval = 20 * time.Millisecond
+// Waits on sysfs poll with a backoff: the first look follows the
+// triggering write by pollFirst, and each later one doubles the pause up to
+// pollCap. The kernel answers a scan, a delete or a map flush within a few
+// milliseconds, so most waits end after one or two short sleeps; a wait for
+// something slow (udev's links, multipathd's map, a path that never comes)
+// costs at most one look per pollCap.
+//
+// Polling and not inotify: sysfs (kernfs) raises no inotify event when a
+// device directory appears under a session, when a holders/ or slaves/
+// link is added, or when an attribute changes (only attributes the driver
+// notifies with sysfs_notify wake poll(2), and none of these is one), so a
+// watch would never fire on a real kernel. The iSCSI shim's tree is a plain
+// directory where a watch would fire; the same code must serve both.
+const (
+	pollFirst = 1 * time.Millisecond
+	pollCap   = 20 * time.Millisecond
+)
+
+// backoff paces one wait: next returns the pause before the next look.
+type backoff struct{ d time.Duration }
+
+func (b *backoff) next() time.Duration {
+	switch {
+	case b.d == 0:
+		b.d = pollFirst
+	case b.d < pollCap:
+		b.d = min(2*b.d, pollCap)
+	}
+	return b.d
+}
 
 // errWaitTimedOut ends a wait for the kernel that ran out of the Client's
 // DeviceTimeout.

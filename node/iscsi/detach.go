@@ -32,6 +32,14 @@ func (c *Client) Detach(ctx context.Context, t Target) error {
 			return err
 		}
 	}
+	// A path under a map was written through the map only, and flushMap
+	// wrote the map out: flushing the path again has nothing to write.
+	underMap := map[string]bool{}
+	for _, p := range paths {
+		if hs, err := c.holders(p.dev.name); err == nil && len(hs) > 0 {
+			underMap[p.dev.name] = true
+		}
+	}
 	for _, m := range maps {
 		if err := c.flushMap(ctx, m); err != nil {
 			return err
@@ -48,7 +56,7 @@ func (c *Client) Detach(ctx context.Context, t Target) error {
 		}
 	}
 	for _, p := range paths {
-		if p.node != "" {
+		if p.node != "" && !underMap[p.dev.name] {
 			if _, err := c.run(ctx, "blockdev", "--flushbufs", p.node); err != nil {
 				log.WithField("device", p.node).WithError(toolErr(err)).Warn("flushing buffers before removing the path failed")
 			}
@@ -154,6 +162,13 @@ func (c *Client) logoutIdle(ctx context.Context, iqn string) error {
 		if err := c.logout(ctx, iqn, p); err != nil {
 			return err
 		}
+	}
+	if len(busy) > 0 {
+		// The target is still in use here: its records are needed, and a
+		// stray one (a crash between record and login) goes with the
+		// detach of the target's last LUN. Listing them would cost a
+		// process on every detach but the last.
+		return nil
 	}
 	records, err := c.nodeRecords(ctx)
 	if err != nil {

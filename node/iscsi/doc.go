@@ -28,12 +28,19 @@
 // lock file (Config.LockDir, flock, released by the kernel when a process
 // dies) from its first login until its path devices exist, and the logout
 // decision is taken under the same lock, across all node-plugin processes
-// on the host (I8).
+// on the host (I8). Attaches whose sessions exist hold it shared, so the
+// LUNs of one target attach side by side; a login and the logout decision
+// hold it exclusively.
+//
+// The session list is read from sysfs (class/iscsi_session), which is all
+// `iscsiadm -m session` reads; iscsiadm is asked only when sysfs does not
+// describe every session (sysfsSessions).
 //
 // # Crash safety
 //
 // The node process may be killed between any two steps of Attach or
-// Detach. The Client keeps no state of its own: each call re-reads the
+// Detach. The Client keeps no state of its own but multipathd's answer
+// about itself, for seconds (multipathdTTL): each call re-reads the
 // session list and sysfs, and each step is one whose repetition is
 // harmless:
 //

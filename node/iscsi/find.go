@@ -152,11 +152,12 @@ func (c *Client) waitGone(ctx context.Context, path string) error {
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	var bo backoff
 	for {
 		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
 			return nil
 		}
-		if sleep(wctx, pollInterval) != nil {
+		if sleep(wctx, bo.next()) != nil {
 			return fmt.Errorf("%s still present after %s: %w", path, waited(start), waitEnded(ctx))
 		}
 	}
@@ -167,12 +168,13 @@ func (c *Client) waitGone(ctx context.Context, path string) error {
 func (c *Client) waitSize(ctx context.Context, name string, want int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	var bo backoff
 	for start := time.Now(); ; {
 		size, err := c.blockSize(name)
 		if err == nil && size >= want {
 			return size, nil
 		}
-		if serr := sleep(ctx, pollInterval); serr != nil {
+		if serr := sleep(ctx, bo.next()); serr != nil {
 			if err == nil {
 				err = fmt.Errorf("size %d, want at least %d", size, want)
 			}

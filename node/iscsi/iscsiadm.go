@@ -19,8 +19,14 @@ const (
 	errLoginAuthFailed = 24 // ISCSI_ERR_LOGIN_AUTH_FAILED
 )
 
-// sessions lists the iSCSI sessions of this host.
+// sessions lists the iSCSI sessions of this host: from sysfs, which is
+// all that `iscsiadm -m session` reads, and through iscsiadm only when
+// sysfs does not say (sysfsSessions). A process per look cost more than
+// the rest of a look; an attach and a detach look several times.
 func (c *Client) sessions(ctx context.Context) ([]session, error) {
+	if ss, ok := c.sysfsSessions(); ok {
+		return ss, nil
+	}
 	out, err := c.run(ctx, "iscsiadm", "-m", "session")
 	if hostexec.ExitCode(err) == errNoObjsFound {
 		return nil, nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 )
@@ -19,19 +20,36 @@ type dmMap struct {
 	uuid    string // dm/uuid: "mpath-" + WWID
 }
 
-// multipathActive decides, per call, whether this Attach uses multipath.
+// multipathdTTL is how long an answer of `multipathd show daemon` is
+// reused. multipathd is started with the host and rarely stops; asking it
+// on every attach and detach cost a process each. A daemon that stopped
+// within the TTL costs one attach that waits for a map in vain (and fails
+// with a message that names find_multipaths); one that started within it
+// costs one single-path attach, as a check a moment earlier would have.
+const multipathdTTL = 10 * time.Second
+
+// multipathActive decides whether this Attach uses multipath.
 func (c *Client) multipathActive(ctx context.Context) (bool, error) {
 	if c.mode == MultipathDisabled {
 		return false, nil
+	}
+	c.mpMu.Lock()
+	defer c.mpMu.Unlock()
+	if time.Now().Before(c.mpUntil) {
+		return c.mpActive, nil
 	}
 	// "pid 1234 idle|running": anything else (no binary, no socket, an
 	// error text) means no daemon.
 	out, err := c.run(ctx, "multipathd", "show", "daemon")
 	if err == nil && strings.HasPrefix(strings.TrimSpace(string(out)), "pid ") {
+		c.mpActive, c.mpUntil = true, time.Now().Add(multipathdTTL)
 		return true, nil
 	}
 	if ctx.Err() != nil {
 		return false, ctx.Err()
+	}
+	if c.mode != MultipathRequired {
+		c.mpActive, c.mpUntil = false, time.Now().Add(multipathdTTL)
 	}
 	if c.mode == MultipathRequired {
 		if err == nil {

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -209,4 +211,106 @@ func readDirNames(dir string) ([]string, error) {
 	}
 	defer f.Close()
 	return f.Readdirnames(-1)
+}
+
+// sysfsSessions reads the host's iSCSI sessions from sysfs the way
+// iscsiadm does for `-m session`: per class/iscsi_session/session<S>, the
+// target's name (targetname) and portal group tag (tpgt), and the portal
+// from the leading connection's persistent_address and persistent_port
+// (the portal logged in to, not one a login redirect moved to):
+//
+//	class/iscsi_session/session<S>/{targetname,tpgt,device -> .../session<S>}
+//	  .../session<S>/connection<S>:<C>/iscsi_connection/connection<S>:<C>/{persistent_address,persistent_port}
+//
+// No iscsi_session class in a sysfs that has classes is "no session", as
+// iscsiadm says: the class comes with the iSCSI transport module, which
+// every login loads. ok is false, and the caller asks iscsiadm, when sysfs
+// does not give the above for every session: a session caught between its
+// creation and iscsid setting its parameters, or while it is torn down,
+// or a sys root without classes at all.
+func (c *Client) sysfsSessions() ([]session, bool) {
+	entries, err := os.ReadDir(filepath.Join(c.sysRoot, "class", "iscsi_session"))
+	if errors.Is(err, os.ErrNotExist) {
+		if st, err := os.Stat(filepath.Join(c.sysRoot, "class")); err == nil && st.IsDir() {
+			return nil, true
+		}
+	}
+	if err != nil {
+		return nil, false
+	}
+	var out []session
+	for _, e := range entries {
+		s, err := c.sysfsSession(e.Name())
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b session) int { return a.ID - b.ID })
+	return out, true
+}
+
+// sysfsSession reads one session of sysfsSessions.
+func (c *Client) sysfsSession(name string) (session, error) {
+	rest, ok := strings.CutPrefix(name, "session")
+	if !ok {
+		return session{}, fmt.Errorf("odd iscsi_session entry %q", truncate(name, 64))
+	}
+	sid, err := parseSmallUint(rest)
+	if err != nil {
+		return session{}, fmt.Errorf("odd iscsi_session entry %q", truncate(name, 64))
+	}
+	dir := filepath.Join(c.sysRoot, "class", "iscsi_session", name)
+	b, err := readAttr(filepath.Join(dir, "targetname"))
+	if err != nil {
+		return session{}, err
+	}
+	s := session{ID: sid, Target: strings.TrimSpace(string(b))}
+	if err := validateIQN(s.Target); err != nil {
+		return session{}, fmt.Errorf("session %d: %w", sid, err)
+	}
+	if b, err := readAttr(filepath.Join(dir, "tpgt")); err == nil {
+		s.TPGT, _ = parseSysfsInt(b)
+	}
+	sdir, err := filepath.EvalSymlinks(filepath.Join(dir, "device"))
+	if err != nil {
+		return session{}, err
+	}
+	conns, err := readDirNames(sdir)
+	if err != nil {
+		return session{}, err
+	}
+	prefix := "connection" + strconv.Itoa(sid) + ":"
+	for _, cn := range conns {
+		if _, ok := strings.CutPrefix(cn, prefix); !ok {
+			continue
+		}
+		cdir := filepath.Join(sdir, cn, "iscsi_connection", cn)
+		addr, err := readAttr(filepath.Join(cdir, "persistent_address"))
+		if err != nil {
+			return session{}, err
+		}
+		port, err := readAttr(filepath.Join(cdir, "persistent_port"))
+		if err != nil {
+			return session{}, err
+		}
+		if s.Portal, err = sysfsPortal(addr, port); err != nil {
+			return session{}, fmt.Errorf("session %d: %w", sid, err)
+		}
+		return s, nil
+	}
+	return session{}, fmt.Errorf("session %d has no connection yet", sid)
+}
+
+// sysfsPortal makes a normalized portal of a connection's address and
+// port attributes.
+func sysfsPortal(addr, port []byte) (string, error) {
+	a, p := strings.TrimSpace(string(addr)), strings.TrimSpace(string(port))
+	if a == "" || p == "" || strings.ContainsAny(a, "[]") {
+		return "", fmt.Errorf("invalid portal address %q port %q", truncate(a, 64), truncate(p, 8))
+	}
+	if _, err := parseSmallUint(p); err != nil {
+		return "", fmt.Errorf("invalid portal port %q", truncate(p, 8))
+	}
+	return normalizePortal(net.JoinHostPort(a, p))
 }

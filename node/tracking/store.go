@@ -113,14 +113,39 @@ func (s *Store) Read(volumeID string) (*Info, error) {
 }
 
 // Write stores info as volumeID's tracking file in Trident's 23.01+ format,
-// atomically: a reader sees the old file or the new one, also after a crash.
+// atomically (a new file renamed over the old one): a reader sees the old
+// file or the new one, also after the process is killed at any point.
 //
-// The data is synced before the rename, so a power loss cannot leave a
-// torn or empty file. The directory is not synced: a power loss may then
-// undo the rename and leave the previous version, which is harmless — the
-// reboot also drops every mount and session, and kubelet stages again.
-// Syncing it too would double the cost of every publish.
+// Write does not fsync. The fsync policy follows from what each kind of
+// crash leaves (docs/design/architecture.md §3: the tracking files are the
+// node's only state):
+//   - The process dies (SIGKILL, OOM, a handover gone wrong (I8)): the
+//     renamed file is in the page cache and every later reader, this
+//     process's successor included, sees it. An fsync adds nothing.
+//   - The node loses power or its kernel panics: the rename may be lost,
+//     or the file found empty. But the reboot also drops every mount,
+//     every SCSI device and multipath map and every NFS client, which is
+//     what the records describe, and kubelet stages and publishes again: a
+//     stage finds no record or an unreadable one (which it moves aside and
+//     replaces, readStateForStage), an unstage or unpublish finds nothing
+//     mounted. A record that lags the truth by its last step is what a
+//     reboot makes true anyway.
+//
+// The one fact that outlives a power loss is on the LUN, on ONTAP: a
+// format that was under way. Its record is written with WriteDurable.
+// An fsync costs about a millisecond on an idle disk and far more on a
+// busy one, and stage and publish wrote 2–4 records each.
 func (s *Store) Write(volumeID string, info *Info) error {
+	return s.write(volumeID, info, false)
+}
+
+// WriteDurable is Write for a record that must survive a power loss: the
+// file is synced before the rename and the directory after it.
+func (s *Store) WriteDurable(volumeID string, info *Info) error {
+	return s.write(volumeID, info, true)
+}
+
+func (s *Store) write(volumeID string, info *Info, durable bool) error {
 	path, err := s.Path(volumeID)
 	if err != nil {
 		return err
@@ -138,7 +163,7 @@ func (s *Store) Write(volumeID string, info *Info) error {
 	if err != nil {
 		return err
 	}
-	if cur, err := readFile(path); err == nil && bytes.Equal(cur, data) {
+	if cur, err := readFile(path); err == nil && bytes.Equal(cur, data) && !durable {
 		return nil // a repeated call: the file already says this
 	}
 	// The temporary name does not end in .json: Trident scans the directory
@@ -160,14 +185,32 @@ func (s *Store) Write(volumeID string, info *Info) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if durable {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if durable {
+		return syncDir(s.dir)
+	}
+	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Delete removes volumeID's tracking file; a missing file is not an error.

@@ -152,11 +152,26 @@ func TestReadRefuses(t *testing.T) {
 	}
 }
 
+// TestWriteIsTridentFormatAndAtomic: Write (no fsync) and WriteDurable
+// leave the same file.
 func TestWriteIsTridentFormatAndAtomic(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		durable bool
+	}{{"write", false}, {"durable write", true}} {
+		t.Run(tc.name, func(t *testing.T) { testWriteFormat(t, tc.durable) })
+	}
+}
+
+func testWriteFormat(t *testing.T, durable bool) {
 	dir := filepath.Join(t.TempDir(), "tracking")
 	store, err := NewStore(dir, below("/kubelet"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	write := store.Write
+	if durable {
+		write = store.WriteDurable
 	}
 	// Opening the store leaves the host alone; the first write creates
 	// the directory.
@@ -170,11 +185,11 @@ func TestWriteIsTridentFormatAndAtomic(t *testing.T) {
 		PublishInfo:       PublishInfo{Localhost: true, FilesystemType: "nfs", NfsServerIP: "10.0.0.1", NfsPath: "/v"},
 		StagingTargetPath: "/kubelet/plugins/x/globalmount",
 	}
-	if err := store.Write("pvc-1", info); err != nil {
+	if err := write("pvc-1", info); err != nil {
 		t.Fatal(err)
 	}
 	info.AddPublished("/kubelet/pods/a/mount")
-	if err := store.Write("pvc-1", info); err != nil {
+	if err := write("pvc-1", info); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(dir)

@@ -68,6 +68,34 @@ func (l *Locker) Lock(ctx context.Context, key string) (unlock func(), err error
 	}, nil
 }
 
+// LockShared blocks until this caller holds key in shared mode, which
+// excludes Lock's holders only, or ctx ends; the returned function
+// releases it.
+//
+// Each shared holder has its own open file, so the kernel's flock makes
+// shared holders of this process and of others coexist and conflict with
+// an exclusive one. The key mutex is held only while the shared lock is
+// taken: a goroutine waiting in Lock holds it, so that shared lockers
+// arriving later queue behind it instead of starving it. A shared holder
+// never unlinks the file (another may still hold it); the next exclusive
+// holder does.
+func (l *Locker) LockShared(ctx context.Context, key string) (unlock func(), err error) {
+	if key == "" {
+		return nil, errors.New("volume lock: empty volume id")
+	}
+	name := fileName(key)
+	unlockKey, err := l.keys.Lock(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("volume lock %s: %w", key, err)
+	}
+	f, err := filelock.Acquire(ctx, filepath.Join(l.dir, name), filelock.Shared, 0o600)
+	unlockKey()
+	if err != nil {
+		return nil, fmt.Errorf("volume lock %s: %w", key, err)
+	}
+	return func() { _ = f.Release() }, nil
+}
+
 var safeName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
 // fileName maps an untrusted key to a file name that cannot escape the lock

@@ -225,3 +225,107 @@ func TestFileNameConfinesUntrustedIDs(t *testing.T) {
 		t.Error("empty id must be refused")
 	}
 }
+
+// TestSharedLocks: shared holders coexist, in this process and against
+// another process's shared holder; an exclusive holder excludes them and is
+// excluded by them; a shared locker that comes while an exclusive one waits
+// queues behind it.
+func TestSharedLocks(t *testing.T) {
+	dir := t.TempDir()
+	l, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	for _, tc := range []struct {
+		name       string
+		hold       []bool // true: shared
+		take       bool   // shared?
+		wantLocked bool
+	}{
+		{"shared with shared", []bool{true, true}, true, true},
+		{"exclusive with shared", []bool{true}, false, false},
+		{"shared with exclusive", []bool{false}, true, false},
+		{"shared alone", nil, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var unlocks []func()
+			defer func() {
+				for _, u := range unlocks {
+					u()
+				}
+			}()
+			for _, shared := range tc.hold {
+				lock := l.Lock
+				if shared {
+					lock = l.LockShared
+				}
+				u, err := lock(context.Background(), "tgt")
+				if err != nil {
+					t.Fatal(err)
+				}
+				unlocks = append(unlocks, u)
+			}
+			lock := l.Lock
+			if tc.take {
+				lock = l.LockShared
+			}
+			u, err := lock(short(), "tgt")
+			if (err == nil) != tc.wantLocked {
+				t.Fatalf("locked: %v (%v), want %v", err == nil, err, tc.wantLocked)
+			}
+			if u != nil {
+				u()
+			}
+		})
+	}
+
+	t.Run("another process's exclusive holder", func(t *testing.T) {
+		cmd := helperCmd(t, "hold", dir, "tgt2")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		defer cmd.Process.Kill()
+		if line, _ := bufio.NewReader(out).ReadString('\n'); line != "locked\n" {
+			t.Fatalf("helper said %q", line)
+		}
+		if _, err := l.LockShared(short(), "tgt2"); err == nil {
+			t.Fatal("shared lock taken while another process holds it exclusively")
+		}
+	})
+
+	t.Run("shared lockers queue behind a waiting exclusive one", func(t *testing.T) {
+		first, err := l.LockShared(context.Background(), "tgt3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan func(), 1)
+		go func() {
+			u, err := l.Lock(context.Background(), "tgt3")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- u
+		}()
+		time.Sleep(50 * time.Millisecond) // the exclusive locker waits
+		if _, err := l.LockShared(short(), "tgt3"); err == nil {
+			t.Fatal("a shared lock overtook the waiting exclusive locker")
+		}
+		first()
+		select {
+		case u := <-got:
+			u()
+		case <-time.After(5 * time.Second):
+			t.Fatal("the exclusive locker did not get the lock after the shared one left")
+		}
+	})
+}
