@@ -95,13 +95,18 @@ func (o *ontap) objects(ctx context.Context) (ontapObjects, error) {
 	}
 	for _, v := range vols {
 		out = append(out, "volume "+v.Name)
-		var snaps []named
-		if err := o.get(ctx, "/api/storage/volumes/"+v.UUID+"/snapshots", "name", &snaps); err != nil {
-			return nil, err
-		}
-		for _, s := range snaps {
-			out = append(out, "snapshot "+v.Name+"@"+s.Name)
-		}
+	}
+	// Every volume's snapshots in one listing: asked volume by volume, a
+	// volume that another scenario deletes meanwhile answers 404.
+	var snaps []struct {
+		Name   string `json:"name"`
+		Volume named  `json:"volume"`
+	}
+	if err := o.get(ctx, "/api/storage/volumes/*/snapshots", "name,volume.name", &snaps); err != nil {
+		return nil, err
+	}
+	for _, s := range snaps {
+		out = append(out, "snapshot "+s.Volume.Name+"@"+s.Name)
 	}
 	var luns []named
 	if err := o.get(ctx, "/api/storage/luns", "name", &luns); err != nil {
