@@ -73,6 +73,13 @@ func (e *Env) RunKernel(stop <-chan os.Signal) error {
 	// resync also looks at every pending attribute.
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	// A change of state.json is followed by a resync soon, not at once:
+	// under concurrent scans the state changes hundreds of times a
+	// second, and a resync per change kept the loop from reading the
+	// attributes written meanwhile (issue 18).
+	changed := time.NewTimer(time.Hour)
+	changed.Stop()
+	pending := false
 	for {
 		select {
 		case <-stop:
@@ -81,8 +88,9 @@ func (e *Env) RunKernel(stop <-chan os.Signal) error {
 		case ev := <-w.Events:
 			switch filepath.Base(ev.Name) {
 			case "state.json":
-				if err := k.resync(); err != nil {
-					return err
+				if !pending {
+					pending = true
+					changed.Reset(2 * time.Millisecond)
 				}
 			case "scan", "rescan", "delete":
 				if ev.Has(fsnotify.Write) {
@@ -95,6 +103,11 @@ func (e *Env) RunKernel(stop <-chan os.Signal) error {
 			if err := e.update(func(st *State) error { return e.runDue(st, time.Now()) }); err != nil {
 				k.log.Printf("udev, multipathd: %v", err)
 			}
+			if err := k.resync(); err != nil {
+				return err
+			}
+		case <-changed.C:
+			pending = false
 			if err := k.resync(); err != nil {
 				return err
 			}
