@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	mountutils "k8s.io/mount-utils"
+
 	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 )
@@ -59,6 +61,7 @@ func TestNodeBenchmark(t *testing.T) {
 	rep := benchReport{idleKiB: rssKiB(t, p.Pid()), real: plugintest.RealKernel()}
 	benchBusyMounts(t, r, benchBusyMountCount)
 	kl, raw := kubelet{endpoint: p.Endpoint, plugin: p}, r.newRawNode(t)
+	rep.capsP50, rep.mountinfoP50, rep.mounts = benchOverheads(t, kl)
 
 	cases := []benchCase{{conc: 1, n: 10, rounds: rounds}, {conc: 50, n: 50, rounds: rounds}}
 	if rep.real {
@@ -92,6 +95,24 @@ func TestNodeBenchmark(t *testing.T) {
 	}
 	rep.took = time.Since(began)
 	writeBenchMarkdown(t, rep.markdown())
+}
+
+// benchOverheads times, one at a time, a NodeGetCapabilities as kubelet
+// makes it and a read and parse of mountinfo on this node.
+func benchOverheads(t *testing.T, kl kubelet) (caps, mountinfo time.Duration, mounts int) {
+	var c, m []time.Duration
+	for range 30 {
+		start := time.Now()
+		kl.capabilities(t)
+		c = append(c, time.Since(start))
+		start = time.Now()
+		infos, err := mountutils.ParseMountInfo("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, mounts = append(m, time.Since(start)), len(infos)
+	}
+	return percentile(c, .5), percentile(m, .5), mounts
 }
 
 // benchRSS is the plugin's memory with 100 NFS volumes published (100
@@ -407,6 +428,11 @@ type benchReport struct {
 	pods             []podRow
 	idleKiB, busyKiB int64
 	took             time.Duration
+	// What kubelet's way and a busy node add to every volume: one
+	// NodeGetCapabilities on a connection of its own, and one read and
+	// parse of this process's mountinfo (mounts lines).
+	capsP50, mountinfoP50 time.Duration
+	mounts                int
 }
 
 func (rep benchReport) markdown() string {
@@ -438,6 +464,7 @@ func (rep benchReport) markdown() string {
 			ms(mean(r.plugin.up, r.plugin.down)), ms(r.pluginSteps.sum()/time.Duration(vols)), r.pluginSteps.describe(vols),
 			ms(mean(r.raw.up, r.raw.down)), r.rawSteps.describe(len(r.raw.up)))
 	}
+	fmt.Fprintf(&b, "\nOne NodeGetCapabilities on a connection of its own, as kubelet calls it: p50 %s (kubelet makes 3 per volume, and a connection for each of the 4 other calls). One read and parse of /proc/self/mountinfo with the node's %d mounts (mount-utils, as the plugin parses it): p50 %s.\n", ms(rep.capsP50), rep.mounts, ms(rep.mountinfoP50))
 	fmt.Fprintf(&b, "\nAt concurrency above %d the plugin's iSCSI operations queue for the %d slots of `--max-iscsi-operations` (Trident's default); by hand they all run at once.\n", node.DefaultMaxISCSIOperations, node.DefaultMaxISCSIOperations)
 	if len(rep.pods) > 0 {
 		fmt.Fprintf(&b, "\nPod start: the time until all N volumes of one pod are staged and published, all N started at once (as kubelet's volume manager does); pod stop: until all are unpublished and unstaged. Median over the rounds; *ratio* the median of the rounds' plugin / by hand, lowest and highest in brackets.\n\n")
