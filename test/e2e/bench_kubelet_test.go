@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -99,11 +100,31 @@ func (k kubelet) down(t testing.TB, r *rig, podUID, id string) {
 	if !k.capabilities(t) {
 		return
 	}
-	if err := k.call(t, func(c csi.NodeClient) error {
-		_, err := c.NodeUnstageVolume(ctxT(t), &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: r.stagingPath(id)})
-		return err
+	if err := withBackoff(t, "unstage "+id, func() error {
+		return k.call(t, func(c csi.NodeClient) error {
+			_, err := c.NodeUnstageVolume(ctxT(t), &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: r.stagingPath(id)})
+			return err
+		})
 	}); err != nil {
 		t.Errorf("unstage %s: %v", id, err)
+	}
+}
+
+// withBackoff retries f as kubelet retries a failed operation (from
+// 500 ms, doubling), for up to 2 minutes, and logs every retry. On this
+// shared machine another job's new mount namespace may copy a staging
+// mount and hold its device for a while after our umount (seen once: 20
+// maps "still open" at the same instant, for the plugin); both arms then
+// wait it out the same way.
+func withBackoff(t testing.TB, what string, f func() error) error {
+	wait := 500 * time.Millisecond
+	for deadline := time.Now().Add(2 * time.Minute); ; wait *= 2 {
+		err := f()
+		if err == nil || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		t.Logf("retry: %s in %s: %v", what, wait, err)
+		time.Sleep(wait)
 	}
 }
 

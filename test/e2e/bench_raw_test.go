@@ -347,7 +347,17 @@ func (k *rawNode) sessions(t testing.TB) []rawSession {
 // and logs out after the last LUN.
 func (k *rawNode) detach(t testing.TB, v *rawVolume) {
 	name, err := os.ReadFile(filepath.Join(k.sysRoot, "block", v.mapDev, "dm", "name"))
-	if err != nil || !k.run(t, "multipath", "-f", strings.TrimSpace(string(name))) {
+	if err == nil {
+		flush := []string{"multipath", "-f", strings.TrimSpace(string(name))}
+		err = withBackoff(t, strings.Join(flush, " "), func() error {
+			defer k.timed(toolStep(flush[0], flush[1:]), time.Now())
+			if out, err := k.command(context.Background(), flush...).CombinedOutput(); err != nil {
+				return fmt.Errorf("%v: %w: %s", flush, err, out)
+			}
+			return nil
+		})
+	}
+	if err != nil {
 		t.Errorf("map %s: %v", v.mapDev, err)
 		return
 	}
