@@ -105,7 +105,7 @@ run "iSCSI attach and detach (issue 6)" \
 go test -count=1 ./node/iscsi -run '^$' -bench BenchmarkAttachDetach -benchtime 10x
 
 run_md "Node data path (issue 6)" \
-"NodeStage+NodePublish (up) and NodeUnpublish+NodeUnstage (down) of ontap-csi --csi_role=node against the raw commands they wrap (mkfs + mount + bind mount; mount -t nfs; umount), timed in the same run, at concurrency 1 and 50, and the process's memory (VmRSS) idle and with 100 volumes." \
+"NodeStage+NodePublish (up) and NodeUnpublish+NodeUnstage (down) of ontap-csi --csi_role=node, driven as kubelet drives them on a node with 500 unrelated mounts, against the same work done by hand with the same tools (iSCSI: login, scan, waits for paths, udev and map, blkid, mkfs, mount, bind; down: umounts, map flush, path delete and wait, logout; NFS: mount, umount), the arms alternating over 5 rounds, at concurrency 1 and 50; pod start with 1, 10 and 50 volumes; the process's memory (VmRSS) idle and with 100 volumes." \
 "$work/node.md" \
 env ONTAP_CSI_BENCH=1 ONTAP_CSI_BENCH_OUT="$work/node.md" go test -count=1 -timeout 60m -run TestNodeBenchmark -v ./test/e2e/
 

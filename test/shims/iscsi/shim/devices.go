@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -198,16 +199,52 @@ func vpdPage80(serial string) []byte {
 
 // ---- loop devices (real) ----
 
+// The loop devices are set up with losetup's ioctls rather than by
+// running it: an exec per device, made under the state's lock, was most
+// of what capped concurrent attaches and deletes (issue 18).
+
+// loopAttach binds a free loop device to file, as losetup --find --show:
+// another process may take the free device first (EBUSY), then it tries
+// the next one.
 func loopAttach(file string) (string, error) {
-	out, err := exec.Command("losetup", "--find", "--show", file).Output()
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", fmt.Errorf("losetup --find --show %s: %w", file, exitText(err))
+		return "", err
 	}
-	name := filepath.Base(strings.TrimSpace(string(out)))
-	if !strings.HasPrefix(name, "loop") {
-		return "", fmt.Errorf("losetup printed %q", out)
+	defer ctl.Close()
+	backing, err := os.OpenFile(file, os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
 	}
-	return name, nil
+	defer backing.Close()
+	var last error
+	for range 100 {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return "", fmt.Errorf("LOOP_CTL_GET_FREE: %w", err)
+		}
+		name := "loop" + strconv.Itoa(n)
+		dev, err := os.OpenFile("/dev/"+name, os.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			// devtmpfs makes the node a moment after the device.
+			last = err
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		cfg := unix.LoopConfig{Fd: uint32(backing.Fd())}
+		copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], file)
+		err = unix.IoctlLoopConfigure(int(dev.Fd()), &cfg)
+		dev.Close()
+		if errors.Is(err, unix.EBUSY) {
+			last = err
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("LOOP_CONFIGURE /dev/%s over %s: %w", name, file, err)
+		}
+		return name, nil
+	}
+	return "", fmt.Errorf("no free loop device for %s: %w", file, last)
 }
 
 // loopDetach detaches a loop device if it is still bound to backing: loop
@@ -219,15 +256,22 @@ func loopDetach(name, backing string) error {
 	if err != nil || strings.TrimSpace(string(b)) != backing {
 		return nil
 	}
-	if out, err := exec.Command("losetup", "-d", "/dev/"+name).CombinedOutput(); err != nil {
-		return fmt.Errorf("losetup -d /dev/%s: %v: %s", name, err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	return loopIoctl(name, unix.LOOP_CLR_FD, "LOOP_CLR_FD")
 }
 
+// loopCapacity re-reads the backing file's size (losetup -c).
 func loopCapacity(name string) error {
-	if out, err := exec.Command("losetup", "-c", "/dev/"+name).CombinedOutput(); err != nil {
-		return fmt.Errorf("losetup -c /dev/%s: %v: %s", name, err, strings.TrimSpace(string(out)))
+	return loopIoctl(name, unix.LOOP_SET_CAPACITY, "LOOP_SET_CAPACITY")
+}
+
+func loopIoctl(name string, req uint, what string) error {
+	dev, err := os.OpenFile("/dev/"+name, os.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	if err := unix.IoctlSetInt(int(dev.Fd()), req, 0); err != nil {
+		return fmt.Errorf("%s /dev/%s: %w", what, name, err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -41,6 +42,10 @@ type Env struct {
 	Multipathd    bool
 	UdevDelay     time.Duration
 	MapDelay      time.Duration // < 0: multipathd builds no map
+
+	simOnce   sync.Once
+	simClient *simClient
+	simErr    error
 }
 
 // LoadEnv reads the shim's environment. The roots must be set and must
@@ -98,11 +103,21 @@ func delayFromEnv(name string, def time.Duration) (time.Duration, error) {
 	}
 }
 
+// sim is the simulator's client, made once per process: the kernel
+// daemon scans with it all the time, and a TLS handshake per scan cost
+// more than the scan (issue 18). Its connections are kept alive, enough
+// of them for the scans that run at once.
 func (e *Env) sim() (*simClient, error) {
+	e.simOnce.Do(func() { e.simClient, e.simErr = e.newSim() })
+	return e.simClient, e.simErr
+}
+
+func (e *Env) newSim() (*simClient, error) {
 	if e.SimURL == "" {
 		return nil, errors.New(EnvSimURL + " is not set")
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
 	if e.SimCA != "" {
 		pem, err := os.ReadFile(e.SimCA)
 		if err != nil {

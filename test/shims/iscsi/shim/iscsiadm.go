@@ -142,7 +142,7 @@ func (e *Env) iscsiadm(a *admArgs, out io.Writer) error {
 		if a.print != "" && a.print != "0" {
 			return fail(exitInval, "print level %s is not supported by the test shim", a.print)
 		}
-		st, err := LoadState(e.State)
+		st, err := loadState(e.State)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -33,7 +34,8 @@ type kernel struct {
 	w       *fsnotify.Watcher
 	watched map[string]bool
 	log     *log.Logger
-	due     *time.Timer // fires when the next pending step is due
+	due     *time.Timer    // fires when the next pending step is due
+	work    sync.WaitGroup // scans, rescans and deletes under way
 }
 
 // RunKernel runs the daemon until stop is closed or receives. It writes
@@ -52,6 +54,8 @@ func (e *Env) RunKernel(stop <-chan os.Signal) error {
 	}
 	k := &kernel{env: e, w: w, watched: map[string]bool{}, log: log.New(os.Stderr, "kernel: ", log.Lmicroseconds), due: time.NewTimer(time.Hour)}
 	defer k.due.Stop()
+	// What is under way finishes before the daemon goes: teardown follows.
+	defer k.work.Wait()
 	if err := k.resync(); err != nil {
 		return err
 	}
@@ -69,6 +73,13 @@ func (e *Env) RunKernel(stop <-chan os.Signal) error {
 	// resync also looks at every pending attribute.
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	// A change of state.json is followed by a resync soon, not at once:
+	// under concurrent scans the state changes hundreds of times a
+	// second, and a resync per change kept the loop from reading the
+	// attributes written meanwhile (issue 18).
+	changed := time.NewTimer(time.Hour)
+	changed.Stop()
+	pending := false
 	for {
 		select {
 		case <-stop:
@@ -77,8 +88,9 @@ func (e *Env) RunKernel(stop <-chan os.Signal) error {
 		case ev := <-w.Events:
 			switch filepath.Base(ev.Name) {
 			case "state.json":
-				if err := k.resync(); err != nil {
-					return err
+				if !pending {
+					pending = true
+					changed.Reset(2 * time.Millisecond)
 				}
 			case "scan", "rescan", "delete":
 				if ev.Has(fsnotify.Write) {
@@ -91,6 +103,11 @@ func (e *Env) RunKernel(stop <-chan os.Signal) error {
 			if err := e.update(func(st *State) error { return e.runDue(st, time.Now()) }); err != nil {
 				k.log.Printf("udev, multipathd: %v", err)
 			}
+			if err := k.resync(); err != nil {
+				return err
+			}
+		case <-changed.C:
+			pending = false
 			if err := k.resync(); err != nil {
 				return err
 			}
@@ -109,7 +126,7 @@ func (k *kernel) resync() error {
 		// The test removed its roots: nothing left to emulate.
 		return fmt.Errorf("state dir: %w", err)
 	}
-	st, err := LoadState(k.env.State)
+	st, err := loadState(k.env.State)
 	if err != nil {
 		return err
 	}
@@ -149,39 +166,53 @@ func (k *kernel) resync() error {
 	return nil
 }
 
-// handle consumes what was written to a scan, rescan or delete attribute.
+// handle consumes what was written to a scan, rescan or delete attribute
+// and acts on it in a goroutine of its own: the kernel runs scans of
+// different hosts and devices at once, and one scan at a time capped what
+// a node could attach (issue 18). The attribute is consumed here, in the
+// event loop, so that the next write to it is seen.
 func (k *kernel) handle(path string) {
 	// Our own truncation of the attribute is an event too: skip empty
-	// attributes before taking the lock.
+	// attributes.
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		return
 	}
+	data, err := os.ReadFile(path)
+	cmd := strings.TrimSpace(string(data))
+	if err != nil || cmd == "" {
+		return // consumed already, or the device went away
+	}
+	// Truncate, not WriteFile: a device gone meanwhile must not get its
+	// attribute back.
+	if err := os.Truncate(path, 0); err != nil {
+		k.log.Printf("%s: %v", path, err)
+		return
+	}
+	k.work.Add(1)
+	go func() {
+		defer k.work.Done()
+		if err := k.act(path, cmd); err != nil {
+			k.log.Printf("%s: %v", path, err)
+		}
+	}()
+}
+
+// act does what cmd, written to the attribute at path, asks.
+func (k *kernel) act(path, cmd string) error {
+	dir := filepath.Dir(path)
+	if filepath.Base(path) == "scan" {
+		host, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(dir), "host"))
+		if err != nil {
+			return err
+		}
+		return k.scan(host, cmd)
+	}
+	var h, c, t, l int
+	if _, err := fmt.Sscanf(filepath.Base(dir), "%d:%d:%d:%d", &h, &c, &t, &l); err != nil {
+		return err
+	}
 	e := k.env
-	err := e.update(func(st *State) error {
-		data, err := os.ReadFile(path)
-		if err != nil || strings.TrimSpace(string(data)) == "" {
-			return nil // consumed already, or the device went away
-		}
-		if err := os.WriteFile(path, nil, 0o644); err != nil {
-			return err
-		}
-		cmd := strings.TrimSpace(string(data))
-		dir := filepath.Dir(path)
-		if filepath.Base(path) == "scan" {
-			host, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(dir), "host"))
-			if err != nil {
-				return err
-			}
-			s := st.sessionByHost(host)
-			if s == nil {
-				return nil
-			}
-			return k.scan(st, s, cmd)
-		}
-		var h, c, t, l int
-		if _, err := fmt.Sscanf(filepath.Base(dir), "%d:%d:%d:%d", &h, &c, &t, &l); err != nil {
-			return err
-		}
+	return e.update(func(st *State) error {
 		s := st.sessionByHost(h)
 		if s == nil || s.device(l) == nil || cmd != "1" {
 			return nil
@@ -194,13 +225,22 @@ func (k *kernel) handle(path string) {
 		k.log.Printf("delete %s (%s)", filepath.Base(dir), d.Loop)
 		return e.removeDevice(st, s, d)
 	})
-	if err != nil {
-		k.log.Printf("%s: %v", path, err)
-	}
 }
 
-// scan handles "C T L" lines; "-" is a wildcard, as in the kernel.
-func (k *kernel) scan(st *State, s *Session, cmd string) error {
+// scan handles "C T L" lines written to a host's scan attribute; "-" is a
+// wildcard, as in the kernel. The target is asked without the state's
+// lock (the answer takes a round trip), and only what it found is added
+// under it: the session may have gone, or a concurrent scan may have added
+// the LUN meanwhile.
+func (k *kernel) scan(host int, cmd string) error {
+	st, err := loadState(k.env.State)
+	if err != nil {
+		return err
+	}
+	s := st.sessionByHost(host)
+	if s == nil {
+		return nil
+	}
 	sim, err := k.env.sim()
 	if err != nil {
 		return err
@@ -210,22 +250,37 @@ func (k *kernel) scan(st *State, s *Session, cmd string) error {
 		k.log.Printf("scan host%d: no answer from the target: %v", s.Host, err)
 		return nil // a scan that reaches nothing finds nothing
 	}
+	var found []simLUN
 	for _, line := range strings.Split(cmd, "\n") {
 		f := strings.Fields(line)
 		if len(f) != 3 || !matches(f[0], 0) || !matches(f[1], 0) {
 			continue
 		}
 		for _, l := range resp.LUNs {
-			if !matches(f[2], l.LUN) || s.device(l.LUN) != nil {
+			if matches(f[2], l.LUN) {
+				found = append(found, l)
+			}
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return k.env.update(func(st *State) error {
+		s := st.session(s.SID)
+		if s == nil || s.Host != host {
+			return nil // logged out meanwhile
+		}
+		for _, l := range found {
+			if s.device(l.LUN) != nil {
 				continue
 			}
 			if err := k.env.addDevice(st, s, l); err != nil {
 				return err
 			}
-			k.log.Printf("scan host%d %q: LUN %d (%s) is %s", s.Host, line, l.LUN, l.Serial, s.device(l.LUN).Loop)
+			k.log.Printf("scan host%d %q: LUN %d (%s) is %s", s.Host, cmd, l.LUN, l.Serial, s.device(l.LUN).Loop)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func matches(field string, v int) bool {

@@ -161,7 +161,7 @@ func (e *Env) multipathdMain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "error -111 receiving packet")
 			return 1
 		}
-		st, err := LoadState(e.State)
+		st, err := loadState(e.State)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1

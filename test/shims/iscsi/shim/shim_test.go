@@ -352,3 +352,113 @@ func TestMultipathdThatBuildsNoMap(t *testing.T) {
 		t.Fatalf("multipathd show paths: %q", out)
 	}
 }
+
+// TestConcurrentScansAndDeletes runs the scans of both sessions at once
+// (each host's one at a time, as the kernel's scan_mutex does) and then
+// deletes every path at once: the kernel daemon works on them
+// concurrently, and what it leaves must still be one consistent state:
+// every LUN a path on each session and a map over both, every loop device
+// recorded in the history (so that teardown finds it), and no history
+// rewritten into state.json with every change.
+func TestConcurrentScansAndDeletes(t *testing.T) {
+	f := setup(t, true)
+	const luns = 8
+	ids := make([]int, luns)
+	for i := range ids {
+		ids[i] = f.san.Map(f.san.CreateLUN(fmt.Sprintf("vol_c%d", i), 4<<20), "host1", -1)
+	}
+	for _, p := range f.san.Portals {
+		if out, code := f.login(p, "manual"); code != 0 {
+			t.Fatalf("login %s: %s", p, out)
+		}
+	}
+	sessions := f.env.State(t).Sessions
+	if len(sessions) < 2 {
+		t.Fatalf("%d sessions, want one per portal (%d)", len(sessions), len(f.san.Portals))
+	}
+	errs := make(chan error, len(sessions))
+	for _, s := range sessions {
+		go func() {
+			scan := filepath.Join(f.env.SysRoot, "class", "scsi_host", fmt.Sprintf("host%d", s.Host), "scan")
+			for _, id := range ids {
+				if err := os.WriteFile(scan, []byte(fmt.Sprintf("0 0 %d", id)), 0); err != nil {
+					errs <- err
+					return
+				}
+				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+					if fi, err := os.Stat(scan); err != nil || fi.Size() == 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("scan of LUN %d on host%d not read", id, s.Host)
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range sessions {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := f.waitFor("a map over both paths of every LUN", func(st *shim.State) bool {
+		if len(st.Maps) != luns {
+			return false
+		}
+		for _, m := range st.Maps {
+			if len(m.Slaves) != len(sessions) {
+				return false
+			}
+		}
+		return true
+	})
+	recorded := map[string]string{}
+	for _, r := range st.History {
+		recorded[r.Loop] = r.Backing
+	}
+	for _, s := range st.Sessions {
+		if len(s.Devices) != luns {
+			t.Errorf("session %d has %d devices, want %d", s.SID, len(s.Devices), luns)
+		}
+		for _, d := range s.Devices {
+			if recorded[d.Loop] != d.File {
+				t.Errorf("path %s over %s: history says %q", d.Loop, d.File, recorded[d.Loop])
+			}
+		}
+	}
+	for _, m := range st.Maps {
+		if recorded[m.Loop] != "/dev/"+m.Backing {
+			t.Errorf("map %s over %s: history says %q", m.Loop, m.Backing, recorded[m.Loop])
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(f.env.StateDir, "state.json")); err != nil || strings.Contains(string(data), `"history"`) {
+		t.Errorf("state.json holds the history (%v)", err)
+	}
+
+	for _, m := range st.Maps {
+		f.mustRun("multipath", "-f", m.WWID)
+	}
+	for _, s := range st.Sessions {
+		for _, d := range s.Devices {
+			if err := os.WriteFile(filepath.Join(f.env.SysRoot, "block", d.Loop, "device", "delete"), []byte("1"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f.waitFor("every path deleted", func(st *shim.State) bool {
+		n := 0
+		for _, s := range st.Sessions {
+			n += len(s.Devices)
+		}
+		return n == 0 && len(st.Sessions) == len(sessions)
+	})
+	for _, s := range st.Sessions {
+		for _, d := range s.Devices {
+			if _, err := os.Lstat(filepath.Join(f.env.SysRoot, "block", d.Loop)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("path %s deleted but still in sysfs (%v)", d.Loop, err)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +16,10 @@ import (
 // records and sessions, the SCSI devices the "kernel" created and the
 // multipath maps "multipathd" built. It lives in $ISCSI_SHIM_STATE/state.json
 // and is changed only under an exclusive flock of $ISCSI_SHIM_STATE/lock, by
-// iscsiadm, multipath(d) and the kernel daemon alike.
+// iscsiadm, multipath(d) and the kernel daemon alike. History, which only
+// grows, lives in history.jsonl beside it, appended to line by line under
+// the same lock: rewriting it with every change made each update cost more
+// than the last (issue 18).
 type State struct {
 	NextSID  int           `json:"nextSID"`
 	NextHost int           `json:"nextHost"`
@@ -23,10 +27,14 @@ type State struct {
 	Sessions []*Session    `json:"sessions"`
 	Maps     []*Map        `json:"maps"`
 	// History records every loop device the shim ever attached, so the
-	// harness can prove none is left bound after teardown.
-	History []LoopRecord `json:"history"`
+	// harness can prove none is left bound after teardown. Not part of
+	// state.json: history.jsonl.
+	History []LoopRecord `json:"history,omitempty"`
 	// Pending are udev's and multipathd's steps still to come (udev.go).
 	Pending []*Pending `json:"pending,omitempty"`
+
+	// dir is where the state was read from: attachLoop appends there.
+	dir string
 }
 
 // LoopRecord is one loop device attach: the loop and what it was bound to.
@@ -135,13 +143,57 @@ func (st *State) Loops() []string {
 	return out
 }
 
-// attachLoop attaches a loop device over file and records it.
+// attachLoop attaches a loop device over file and records it in the
+// history file at once, before anything else can fail.
 func (st *State) attachLoop(file string) (string, error) {
 	loop, err := loopAttach(file)
-	if err == nil {
-		st.History = append(st.History, LoopRecord{Loop: loop, Backing: file})
+	if err != nil {
+		return "", err
 	}
-	return loop, err
+	rec := LoopRecord{Loop: loop, Backing: file}
+	st.History = append(st.History, rec)
+	return loop, appendHistory(st.dir, rec)
+}
+
+// appendHistory appends one record to history.jsonl (under the state's
+// exclusive lock: one writer at a time). A line is one write(2) to a file
+// opened O_APPEND, so a reader sees whole lines only, but for a line cut
+// short by a crash mid-write, which readHistory skips.
+func appendHistory(dir string, rec LoopRecord) error {
+	line, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, historyFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+const historyFile = "history.jsonl"
+
+// readHistory reads history.jsonl; none is an empty history.
+func readHistory(dir string) ([]LoopRecord, error) {
+	data, err := os.ReadFile(filepath.Join(dir, historyFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []LoopRecord
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		var rec LoopRecord
+		if len(line) > 0 && json.Unmarshal(line, &rec) == nil {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
 }
 
 // StillBound lists the loop devices of History that are still bound to
@@ -157,8 +209,26 @@ func (st *State) StillBound() []string {
 	return out
 }
 
-// LoadState reads the state under a shared lock (for tests and "state").
+// LoadState reads the state and its history under a shared lock (for
+// tests and "state").
 func LoadState(dir string) (*State, error) {
+	unlock, err := lockState(dir, unix.LOCK_SH)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	st, err := readState(dir)
+	if err != nil {
+		return nil, err
+	}
+	if st.History, err = readHistory(dir); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// loadState reads state.json, without the history, under a shared lock.
+func loadState(dir string) (*State, error) {
 	unlock, err := lockState(dir, unix.LOCK_SH)
 	if err != nil {
 		return nil, err
@@ -167,8 +237,10 @@ func LoadState(dir string) (*State, error) {
 	return readState(dir)
 }
 
+// readState reads state.json, without the history: what the commands and
+// the kernel work on.
 func readState(dir string) (*State, error) {
-	st := &State{NextSID: 1, NextHost: 1}
+	st := &State{NextSID: 1, NextHost: 1, dir: dir}
 	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		return st, nil
@@ -182,8 +254,13 @@ func readState(dir string) (*State, error) {
 	return st, nil
 }
 
+// writeState replaces state.json (compact: it is rewritten on every
+// change; "iscsi-shim state" prints it indented).
 func writeState(dir string, st *State) error {
-	data, err := json.MarshalIndent(st, "", " ")
+	hist := st.History
+	st.History = nil
+	data, err := json.Marshal(st)
+	st.History = hist
 	if err != nil {
 		return err
 	}
