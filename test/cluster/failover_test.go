@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/ontap-csi/ontap-csi/test/cluster/localcluster"
@@ -95,13 +96,21 @@ func nodeFailover(ctx context.Context, s *suite, r *scenarioRun) error {
 	a.KillKubelet()
 	killed := time.Now()
 	r.note(s, "%s: node plugin and kubelet SIGKILLed; db-0's container keeps writing", a.Name)
+	done := false
 	defer func() {
 		// Whatever happened, A gets its kubelet back and loses the taint,
-		// so the scenarios after this one find two nodes.
+		// so the scenarios after this one find two nodes; a scenario that
+		// failed half-way takes its StatefulSet and claim with it.
+		bg := context.WithoutCancel(ctx)
 		if exited, _ := a.Kubelet.Exited(); exited {
 			_ = a.StartKubelet()
 		}
-		_ = s.setTaint(context.WithoutCancel(ctx), a.Name, false)
+		_ = s.setTaint(bg, a.Name, false)
+		if !done {
+			_ = c.AppsV1().StatefulSets(ns).Delete(bg, "db", metav1.DeleteOptions{})
+			_ = waitPodGone(bg, c, ns, "db-0", podTimeout)
+			_ = s.deleteClaims(bg, ns, "data-db-0")
+		}
 	}()
 
 	if err := pollUntil(ctx, 3*time.Minute, func() (bool, string, error) {
@@ -229,6 +238,7 @@ func nodeFailover(ctx context.Context, s *suite, r *scenarioRun) error {
 	if err != nil || len(tail) == 0 || tail[len(tail)-1].seq <= onLUN[len(onLUN)-1].seq {
 		return fmt.Errorf("db-0 on %s stopped writing while %s came back (%v)", b.Name, a.Name, err)
 	}
+	done = true
 	if err := c.AppsV1().StatefulSets(ns).Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
 		return err
 	}
@@ -385,25 +395,29 @@ func (s *suite) cutOf(ctx context.Context, vol, node string) (dataPlaneCut, erro
 	return dataPlaneCut{}, fmt.Errorf("the LUN of %s was never cut off %s: %s", vol, node, body)
 }
 
-// setTaint puts the out-of-service taint on a node, or takes it off.
+// setTaint puts the out-of-service taint on a node, or takes it off, as
+// kubectl taint does: read, change, update, again on a conflict (the node
+// lifecycle controller taints a node that goes NotReady at that moment).
 func (s *suite) setTaint(ctx context.Context, node string, on bool) error {
 	c := s.cluster.Client
-	n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	var taints []corev1.Taint
-	for _, t := range n.Spec.Taints {
-		if t.Key != outOfServiceTaint.Key {
-			taints = append(taints, t)
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	if on {
-		taints = append(taints, outOfServiceTaint)
-	}
-	n.Spec.Taints = taints
-	_, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-	return err
+		var taints []corev1.Taint
+		for _, t := range n.Spec.Taints {
+			if t.Key != outOfServiceTaint.Key {
+				taints = append(taints, t)
+			}
+		}
+		if on {
+			taints = append(taints, outOfServiceTaint)
+		}
+		n.Spec.Taints = taints
+		_, err = c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // leftOn says what of the volume is still on the node: a mount of the PV,
