@@ -85,25 +85,10 @@ func (r *rig) newRawNode(t testing.TB) *rawNode {
 		}
 	}
 	env = append(env, "PATH="+path+string(os.PathListSeparator)+os.Getenv("PATH"))
-	k.env = withEnv(os.Environ(), env)
+	k.env = plugintest.MergeEnv(os.Environ(), env)
 	return k
 }
 
-// withEnv returns base with the variables of set replacing or added.
-func withEnv(base, set []string) []string {
-	names := map[string]bool{}
-	for _, kv := range set {
-		k, _, _ := strings.Cut(kv, "=")
-		names[k] = true
-	}
-	var out []string
-	for _, kv := range base {
-		if k, _, _ := strings.Cut(kv, "="); !names[k] {
-			out = append(out, kv)
-		}
-	}
-	return append(out, set...)
-}
 
 // run runs a host tool, failing the test (not stopping it: it may run in
 // a goroutine) when it fails or takes more than 3 minutes (as kubelet

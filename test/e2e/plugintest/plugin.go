@@ -146,7 +146,7 @@ func Launch(t testing.TB, o Options) *Plugin {
 
 	p := &Plugin{Roots: r, Endpoint: "unix://" + r.Socket, role: o.Role, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, append(args, o.Args...)...)
-	p.cmd.Env = mergeEnv(os.Environ(), env)
+	p.cmd.Env = MergeEnv(os.Environ(), env)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	// Its own process group, so that what a killed plugin leaves running
 	// can be killed with it; and killed if the test binary dies.
@@ -230,8 +230,8 @@ func (p *Plugin) keepWarnings(t testing.TB) {
 	_, _ = f.WriteString(b.String())
 }
 
-// mergeEnv returns base with the variables of set replacing or added.
-func mergeEnv(base, set []string) []string {
+// MergeEnv returns base with the variables of set replacing or added.
+func MergeEnv(base, set []string) []string {
 	names := map[string]bool{}
 	for _, kv := range set {
 		k, _, _ := strings.Cut(kv, "=")
