@@ -89,7 +89,6 @@ func (r *rig) newRawNode(t testing.TB) *rawNode {
 	return k
 }
 
-
 // run runs a host tool, failing the test (not stopping it: it may run in
 // a goroutine) when it fails or takes more than 3 minutes (as kubelet
 // bounds the plugin's calls).
