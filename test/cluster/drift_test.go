@@ -396,20 +396,11 @@ func lastJournalLine(b []byte) (int, time.Time, error) {
 	if end < 0 {
 		return 0, time.Time{}, fmt.Errorf("no complete line in the journal")
 	}
-	line := text[strings.LastIndexByte(text[:end], '\n')+1 : end]
-	f := strings.Fields(line)
-	if len(f) != 3 {
-		return 0, time.Time{}, fmt.Errorf("journal's last line %q", line)
-	}
-	seq, err := strconv.Atoi(f[0])
+	l, err := parseJournalLine(text[strings.LastIndexByte(text[:end], '\n')+1 : end])
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("journal's last line %q: %w", line, err)
+		return 0, time.Time{}, fmt.Errorf("journal's last line: %w", err)
 	}
-	at, err := time.Parse(time.RFC3339Nano, f[1])
-	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("journal's last line %q: %w", line, err)
-	}
-	return seq, at, nil
+	return l.seq, l.at, nil
 }
 
 // attachment waits for the VolumeAttachment of a PV to a node to be attached.

@@ -489,21 +489,30 @@ func readJournal(path string) ([]journalLine, error) {
 		if line == "" {
 			continue
 		}
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("journal line %q", line)
-		}
-		seq, err := strconv.Atoi(f[0])
+		l, err := parseJournalLine(line)
 		if err != nil {
-			return nil, fmt.Errorf("journal line %q: %w", line, err)
+			return nil, err
 		}
-		at, err := time.Parse(time.RFC3339Nano, f[1])
-		if err != nil {
-			return nil, fmt.Errorf("journal line %q: %w", line, err)
-		}
-		out = append(out, journalLine{seq, at, f[2]})
+		out = append(out, l)
 	}
 	return out, nil
+}
+
+// parseJournalLine parses one complete line of a keeper's journal.
+func parseJournalLine(line string) (journalLine, error) {
+	f := strings.Fields(line)
+	if len(f) != 3 {
+		return journalLine{}, fmt.Errorf("journal line %q", line)
+	}
+	seq, err := strconv.Atoi(f[0])
+	if err != nil {
+		return journalLine{}, fmt.Errorf("journal line %q: %w", line, err)
+	}
+	at, err := time.Parse(time.RFC3339Nano, f[1])
+	if err != nil {
+		return journalLine{}, fmt.Errorf("journal line %q: %w", line, err)
+	}
+	return journalLine{seq, at, f[2]}, nil
 }
 
 // lastOf is the last line by writer and how many lines it wrote.
