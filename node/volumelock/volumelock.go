@@ -42,18 +42,9 @@ func New(dir string) (*Locker, error) {
 // another caller's key) or ctx ends. The returned function releases it;
 // calling it again does nothing.
 func (l *Locker) Lock(ctx context.Context, key string) (unlock func(), err error) {
-	if key == "" {
-		return nil, errors.New("volume lock: empty volume id")
-	}
-	name := fileName(key)
-	unlockKey, err := l.keys.Lock(ctx, name)
+	f, unlockKey, err := l.acquire(ctx, key, filelock.Exclusive)
 	if err != nil {
-		return nil, fmt.Errorf("volume lock %s: %w", key, err)
-	}
-	f, err := filelock.Acquire(ctx, filepath.Join(l.dir, name), filelock.Exclusive, 0o600)
-	if err != nil {
-		unlockKey()
-		return nil, fmt.Errorf("volume lock %s: %w", key, err)
+		return nil, err
 	}
 	var once sync.Once
 	return func() {
@@ -80,20 +71,31 @@ func (l *Locker) Lock(ctx context.Context, key string) (unlock func(), err error
 // never unlinks the file (another may still hold it); the next exclusive
 // holder does.
 func (l *Locker) LockShared(ctx context.Context, key string) (unlock func(), err error) {
+	f, unlockKey, err := l.acquire(ctx, key, filelock.Shared)
+	if err != nil {
+		return nil, err
+	}
+	unlockKey()
+	return func() { _ = f.Release() }, nil
+}
+
+// acquire takes the key's in-process mutex, then its file lock in mode; it
+// returns with both held, or neither.
+func (l *Locker) acquire(ctx context.Context, key string, mode filelock.Mode) (*filelock.Lock, func(), error) {
 	if key == "" {
-		return nil, errors.New("volume lock: empty volume id")
+		return nil, nil, errors.New("volume lock: empty volume id")
 	}
 	name := fileName(key)
 	unlockKey, err := l.keys.Lock(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("volume lock %s: %w", key, err)
+		return nil, nil, fmt.Errorf("volume lock %s: %w", key, err)
 	}
-	f, err := filelock.Acquire(ctx, filepath.Join(l.dir, name), filelock.Shared, 0o600)
-	unlockKey()
+	f, err := filelock.Acquire(ctx, filepath.Join(l.dir, name), mode, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("volume lock %s: %w", key, err)
+		unlockKey()
+		return nil, nil, fmt.Errorf("volume lock %s: %w", key, err)
 	}
-	return func() { _ = f.Release() }, nil
+	return f, unlockKey, nil
 }
 
 var safeName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
