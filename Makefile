@@ -34,7 +34,9 @@ lint:
 # VM suite is the longer leg by about as long as they take (docs/e2e.md).
 test: lint tools build unit fuzz demo
 	@set -o pipefail; $(MAKE) --no-print-directory -j2 --output-sync=target e2e-kubelet vm 2>&1 | tee bin/e2e-vm.log || { \
-		echo "=== make test: e2e or vm failed; the first failures, each with the 25 lines before it (all of it in bin/e2e-vm.log):"; \
+		echo "=== make test: e2e or vm failed; what failed (all of it in bin/e2e-vm.log):"; \
+		grep -n -e '--- FAIL' -e '^FAIL' -e 'Error [0-9]' bin/e2e-vm.log | head -n 40; \
+		echo "=== the first failures, each with the 25 lines before it:"; \
 		grep -n -B25 -A2 -e '--- FAIL' -e '^FAIL' -e 'Error [0-9]' bin/e2e-vm.log | head -n 150; exit 1; }
 
 # Tests that need the binary use the one built here (static, like the image).
