@@ -25,18 +25,10 @@ type KubeAPI struct {
 
 var csinodesGVR = schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "csinodes"}
 
-// NewKubeAPI connects to the API server of cfg. Ping asks GET /version,
-// which any authenticated client may read.
-func NewKubeAPI(cfg *rest.Config) (*KubeAPI, error) {
-	cfg = dynamic.ConfigFor(cfg)
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	client, err := dynamic.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, err
-	}
+// NewKubeAPI is the access of client, over hc to the API server of cfg.
+// Ping asks GET /version, which any authenticated client may read, with
+// hc: the process shares one HTTP client among its users of the API.
+func NewKubeAPI(cfg *rest.Config, hc *http.Client, client dynamic.Interface) (*KubeAPI, error) {
 	base, _, err := rest.DefaultServerUrlFor(cfg)
 	if err != nil {
 		return nil, err

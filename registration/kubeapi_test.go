@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
 
@@ -28,7 +29,7 @@ func TestKubeAPIPing(t *testing.T) {
 				w.WriteHeader(tc.status)
 			}))
 			t.Cleanup(srv.Close)
-			api, err := NewKubeAPI(&rest.Config{Host: srv.URL + "/prefix", BearerToken: "sa-token"})
+			api, err := kubeAPIFor(&rest.Config{Host: srv.URL + "/prefix", BearerToken: "sa-token"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,11 +56,26 @@ func TestKubeAPIPing(t *testing.T) {
 func TestKubeAPIPingUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close()
-	api, err := NewKubeAPI(&rest.Config{Host: srv.URL})
+	api, err := kubeAPIFor(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := api.Ping(context.Background()); err == nil {
 		t.Error("Ping of a closed server succeeded")
 	}
+}
+
+// kubeAPIFor builds the access as the binary does: one HTTP client for the
+// dynamic client and Ping.
+func kubeAPIFor(cfg *rest.Config) (*KubeAPI, error) {
+	cfg = dynamic.ConfigFor(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	return NewKubeAPI(cfg, hc, client)
 }

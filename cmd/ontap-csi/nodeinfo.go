@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -27,73 +28,69 @@ import (
 
 // nodeAnnotationReporter returns the node role's Reporter through the
 // Node annotation, or nil outside a cluster.
-func nodeAnnotationReporter() *kubenode.Reporter {
-	cfg := inClusterConfig("node info is not reported to a controller")
-	if cfg == nil {
-		return nil
-	}
-	client, err := nodeInfoClient(cfg)
-	if err != nil {
-		logrus.WithError(err).Warn("Kubernetes client unusable: node info is not reported to a controller")
+func nodeAnnotationReporter(kube *kubeAccess) *kubenode.Reporter {
+	if kube == nil {
 		return nil
 	}
 	logrus.WithField("annotation", nodeinfo.AnnotationKey).Info("node info is published as an annotation on this node's Node object")
-	return kubenode.New(client)
+	return kubenode.New(kube.client)
 }
 
 // nodeAnnotationRegistry returns the controller role's node registry
 // reading Node annotations, or nil outside a cluster.
-func nodeAnnotationRegistry(t *tridentAPIOptions) *kubenodes.Registry {
-	client := inClusterDynamic(t, "only nodes known in-process can be published to")
-	if client == nil {
+func nodeAnnotationRegistry(kube *kubeAccess) *kubenodes.Registry {
+	if kube == nil {
 		return nil
 	}
 	logrus.WithField("annotation", nodeinfo.AnnotationKey).Info("node info is read from the Node objects' annotation")
-	return kubenodes.New(client, kubenodes.DefaultTTL)
+	return kubenodes.New(kube.client, kubenodes.DefaultTTL)
 }
 
-// inClusterDynamic is a dynamic client with the pod's service account and
-// Trident's API rate flags (publishing to many nodes at once is one GET per
-// node, which client-go's default 5 QPS would spread over seconds), or nil
-// outside a pod; without says what its absence means.
-func inClusterDynamic(t *tridentAPIOptions, without string) dynamic.Interface {
-	cfg := inClusterConfig(without)
-	if cfg == nil {
-		return nil
-	}
-	cfg.QPS, cfg.Burst = float32(t.k8sQPS), t.k8sBurst
-	client, err := nodeInfoClient(cfg)
-	if err != nil {
-		logrus.WithError(err).Warn("Kubernetes client unusable: " + without)
-		return nil
-	}
-	return client
+// kubeAccess is the process's access to the Kubernetes API from its pod:
+// one config and one HTTP client, which every user of the API in the
+// process shares, so the service account token is read once and one
+// connection is set up, not one per user (the node role has four: its
+// Node's topology labels, the node-info annotation, the stale cleanup, the
+// registration's API checks). The dynamic client, because the typed
+// clientset is not linked into the binary (registration/kubeapi.go).
+type kubeAccess struct {
+	cfg    *rest.Config
+	hc     *http.Client
+	client dynamic.Interface
 }
 
-// inClusterConfig is the pod's service account config, or nil when not in
-// a pod. An unusable config is logged with what its absence means.
-func inClusterConfig(without string) *rest.Config {
-	cfg, err := rest.InClusterConfig()
-	if err == rest.ErrNotInCluster {
-		return nil
-	}
-	if err != nil {
-		logrus.WithError(err).Warnf("in-cluster Kubernetes config unusable: %s", without)
-		return nil
-	}
-	return cfg
-}
-
-// nodeInfoClient is a dynamic client for cfg: the typed clientset is not
-// linked into the binary (registration/kubeapi.go).
-func nodeInfoClient(cfg *rest.Config) (dynamic.Interface, error) {
+// newKubeAccess connects to the API server of cfg.
+func newKubeAccess(cfg *rest.Config) (*kubeAccess, error) {
 	cfg = dynamic.ConfigFor(cfg)
 	cfg.UserAgent = "ontap-csi/" + server.Version
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return dynamic.NewForConfigAndClient(cfg, hc)
+	client, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	return &kubeAccess{cfg: cfg, hc: hc, client: client}, nil
+}
+
+// inClusterKube is the pod's access with its service account, or nil
+// outside a pod; qps and burst are client-go's rate limit (0: its
+// default). An unusable config is logged with what its absence means.
+func inClusterKube(qps float32, burst int, without string) *kubeAccess {
+	cfg, err := rest.InClusterConfig()
+	if err == rest.ErrNotInCluster {
+		return nil
+	}
+	if err == nil {
+		cfg.QPS, cfg.Burst = qps, burst
+		var kube *kubeAccess
+		if kube, err = newKubeAccess(cfg); err == nil {
+			return kube
+		}
+	}
+	logrus.WithError(err).Warnf("Kubernetes API unusable: %s", without)
+	return nil
 }
 
 // nodeTopology is what the node role's NodeGetInfo reports for the life of
@@ -101,8 +98,7 @@ func nodeInfoClient(cfg *rest.Config) (dynamic.Interface, error) {
 // pod, as under trident-operator, whose DaemonSet cannot be given the
 // flag), the topology.kubernetes.io labels of its own Node, as Trident's
 // node reports them (docs/design/trident-compat.md §3.1); else none.
-// config is called only when the flag is not given: the pod's API config,
-// nil outside a pod.
+// kube is the pod's API access, nil outside a pod.
 //
 // It is read once, before the CSI server serves, so that NodeGetInfo keeps
 // answering from local state (docs/design/registration.md I6) and every
@@ -118,20 +114,14 @@ func nodeInfoClient(cfg *rest.Config) (dynamic.Interface, error) {
 // topology, because that is a fact of the install, the same for every
 // generation. Labels changed later are seen by the next start only, as in
 // Trident, which reads them at registration.
-func nodeTopology(ctx context.Context, o *options, config func() *rest.Config) (map[string]string, error) {
+func nodeTopology(ctx context.Context, o *options, kube *kubeAccess) (map[string]string, error) {
 	if o.topology != nil {
 		return o.topology, nil
 	}
-	cfg := config()
-	if cfg == nil {
+	if kube == nil {
 		return nil, nil
 	}
-	client, err := nodeInfoClient(cfg)
-	if err != nil {
-		logrus.WithError(err).Warn("Kubernetes client unusable: NodeGetInfo reports no topology")
-		return nil, nil
-	}
-	reader := kubenode.NewTopology(client)
+	reader := kubenode.NewTopology(kube.client)
 	reader.Bound = topologyBound
 	topo, err := reader.Read(ctx, o.csiNodeName)
 	if errors.Is(err, kubenode.ErrNoNodeAccess) {
@@ -165,22 +155,16 @@ const staleCleanupTimeout = 30 * time.Second
 // ServiceAccount may list VolumeAttachments and get PersistentVolumes
 // (deploy/); Trident's node ServiceAccount may not. A failure is logged and
 // never stops the plugin.
-func cleanStale(ctx context.Context, o *options, svc *node.Service) {
+func cleanStale(ctx context.Context, o *options, kube *kubeAccess, svc *node.Service) {
 	if _, err := os.Stat(o.tridentAPI.clientCert); err == nil {
 		return // under Trident's DaemonSet
 	}
-	cfg := inClusterConfig("stale volumes of a fenced node are not cleaned at start")
-	if cfg == nil {
-		return
-	}
-	client, err := nodeInfoClient(cfg)
-	if err != nil {
-		logrus.WithError(err).Warn("Kubernetes client unusable: stale volumes of a fenced node are not cleaned at start")
+	if kube == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, staleCleanupTimeout)
 	defer cancel()
-	cleaned, err := svc.CleanStale(ctx, kubenode.NewAttachments(client, o.driverName))
+	cleaned, err := svc.CleanStale(ctx, kubenode.NewAttachments(kube.client, o.driverName))
 	if err != nil {
 		logrus.WithError(err).Warn("stale volumes not cleaned at start; nothing was touched")
 		return

@@ -120,14 +120,15 @@ func TestNodeInfoThroughTheAPI(t *testing.T) {
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 	client := func(token string) *rest.Config { return &rest.Config{Host: srv.URL, BearerToken: token} }
-	nodeClient, err := nodeInfoClient(client("node"))
+	nodeKube, err := newKubeAccess(client("node"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrlClient, err := nodeInfoClient(client("controller"))
+	ctrlKube, err := newKubeAccess(client("controller"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	nodeClient, ctrlClient := nodeKube.client, ctrlKube.client
 	ctx := context.Background()
 	reporter := kubenode.New(nodeClient)
 	registry := kubenodes.New(ctrlClient, -1) // no cache: every lookup reads

@@ -1,18 +1,27 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
-
-	"github.com/sirupsen/logrus"
-	"k8s.io/client-go/rest"
 
 	"github.com/ontap-csi/ontap-csi/registration"
 )
 
 // newRegistration builds the kubelet registration of the node role. serve
 // is the CSI server's Serve; the manager calls it for each socket it binds.
-func newRegistration(o *options, serve func(net.Listener) error) (*registration.Manager, error) {
+// kube, the pod's API access (nil outside a pod), is optional for
+// registration: with it, it waits for the API server before registering
+// (kubelet's CSINode update needs it, K5) and watches CSINode for the
+// driver.
+func newRegistration(o *options, kube *kubeAccess, serve func(net.Listener) error) (*registration.Manager, error) {
+	var api *registration.KubeAPI
+	if kube != nil {
+		var err error
+		if api, err = registration.NewKubeAPI(kube.cfg, kube.hc, kube.client); err != nil {
+			return nil, fmt.Errorf("registration's Kubernetes API access: %w", err)
+		}
+	}
 	return registration.New(registration.Config{
 		DriverName:           o.driverName,
 		KubeletDir:           o.kubeletDir,
@@ -24,26 +33,6 @@ func newRegistration(o *options, serve func(net.Listener) error) (*registration.
 		PodUID:               os.Getenv("POD_UID"),
 		NodeName:             o.csiNodeName,
 		Serve:                serve,
-		Kube:                 inClusterAPI(),
+		Kube:                 api,
 	})
-}
-
-// inClusterAPI returns access to the Kubernetes API when running in a pod,
-// or nil. Registration works without it; with it, it waits for the API
-// server before registering (kubelet's CSINode update needs it, K5) and
-// watches CSINode for the driver.
-func inClusterAPI() *registration.KubeAPI {
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		if err != rest.ErrNotInCluster {
-			logrus.WithError(err).Warn("in-cluster Kubernetes config unusable; registering without API checks")
-		}
-		return nil
-	}
-	api, err := registration.NewKubeAPI(cfg)
-	if err != nil {
-		logrus.WithError(err).Warn("Kubernetes client unusable; registering without API checks")
-		return nil
-	}
-	return api
 }

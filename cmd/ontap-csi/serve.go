@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
-	"k8s.io/client-go/rest"
 
 	"github.com/ontap-csi/ontap-csi/backends"
 	"github.com/ontap-csi/ontap-csi/controller"
@@ -74,18 +73,20 @@ func serve(ctx context.Context, o *options) error {
 	var servers running
 	defer servers.stop()
 	var reporter node.Reporter
+	var kube *kubeAccess // the node role's, shared by all its uses
 	if o.csiRole == roleNode {
+		kube = inClusterKube(0, 0, "NodeGetInfo reports no topology but --node-topology, node info reaches a controller "+
+			"only through Trident's client certificate, stale volumes of a fenced node are not cleaned at start, "+
+			"and registration runs without API checks")
 		// Before anything serves: NodeGetInfo's answer (nodeinfo.go).
-		topo, err := nodeTopology(ctx, o, func() *rest.Config {
-			return inClusterConfig("NodeGetInfo reports no topology but --node-topology")
-		})
+		topo, err := nodeTopology(ctx, o, kube)
 		if err != nil {
 			return err
 		}
 		o.topology = topo
 		// Under Trident's DaemonSet: PUT /trident/v1/node to the controller;
 		// in our own install: an annotation on the Node (nodeinfo.go).
-		reporter = nodeReporter(&o.tridentAPI, o.topology)
+		reporter = nodeReporter(&o.tridentAPI, kube, o.topology)
 	} else {
 		var err error
 		if reporter, err = startController(ctx, o, grpcServer, &servers); err != nil {
@@ -100,11 +101,11 @@ func serve(ctx context.Context, o *options) error {
 		csi.RegisterNodeServer(grpcServer, nodeSvc)
 		nodeSvc.Start(ctx)
 		if o.csiRole == roleNode {
-			cleanStale(ctx, o, nodeSvc) // before registration (nodeinfo.go)
+			cleanStale(ctx, o, kube, nodeSvc) // before registration (nodeinfo.go)
 		}
 	}
 	if o.csiRole == roleNode {
-		return serveRegistered(ctx, o, grpcServer, &servers, log)
+		return serveRegistered(ctx, o, kube, grpcServer, &servers, log)
 	}
 	return serveEndpoint(ctx, o, grpcServer, &servers, log)
 }
@@ -136,10 +137,15 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 		facts.kube, facts.countNodes = tc.kube, tridentNodeCount(tc.nodes)
 	} else if o.csiRole == roleController {
 		// ontap-csi's own install: node plugins annotate their Node
-		// objects. allInOne keeps its in-process registry.
-		if r := nodeAnnotationRegistry(&o.tridentAPI); r != nil {
+		// objects. allInOne keeps its in-process registry. Trident's API
+		// rate flags apply: publishing to many nodes at once is one GET
+		// per node, which client-go's default 5 QPS would spread over
+		// seconds.
+		kube := inClusterKube(float32(o.tridentAPI.k8sQPS), o.tridentAPI.k8sBurst,
+			"only nodes known in-process can be published to, and the metrics do not count PersistentVolumes, StorageClasses or nodes")
+		if r := nodeAnnotationRegistry(kube); r != nil {
 			cfg.Nodes = r
-			facts.kube = inClusterDynamic(&o.tridentAPI, "the metrics do not count PersistentVolumes, StorageClasses or nodes")
+			facts.kube = kube.client
 			facts.countNodes = facts.annotatedNodes
 		}
 	}
@@ -181,8 +187,8 @@ func startController(ctx context.Context, o *options, grpcServer *grpc.Server, s
 // CSI sockets: it binds E and --csi_endpoint by atomic rename and registers
 // with kubelet (docs/design/registration.md). The pod is ready once kubelet
 // registered it.
-func serveRegistered(ctx context.Context, o *options, grpcServer *grpc.Server, servers *running, log *logrus.Entry) error {
-	reg, err := newRegistration(o, grpcServer.Serve)
+func serveRegistered(ctx context.Context, o *options, kube *kubeAccess, grpcServer *grpc.Server, servers *running, log *logrus.Entry) error {
+	reg, err := newRegistration(o, kube, grpcServer.Serve)
 	if err != nil {
 		return err
 	}

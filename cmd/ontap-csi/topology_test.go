@@ -94,11 +94,12 @@ func TestNodeTopologyAtStart(t *testing.T) {
 			api := &nodeLabelsAPI{labels: tc.labels, status: tc.status}
 			srv := httptest.NewServer(api)
 			defer srv.Close()
-			config := func() *rest.Config {
-				if !tc.inPod {
-					return nil
+			var kube *kubeAccess // nil: not in a pod
+			if tc.inPod {
+				var err error
+				if kube, err = newKubeAccess(&rest.Config{Host: srv.URL, BearerToken: "node"}); err != nil {
+					t.Fatal(err)
 				}
-				return &rest.Config{Host: srv.URL, BearerToken: "node"}
 			}
 			node := tc.node
 			if node == "" {
@@ -118,7 +119,7 @@ func TestNodeTopologyAtStart(t *testing.T) {
 					t.Fatal(err)
 				}
 				start := time.Now()
-				topo, err := nodeTopology(context.Background(), o, config)
+				topo, err := nodeTopology(context.Background(), o, kube)
 				if tc.wantErr != "" {
 					if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 						t.Fatalf("nodeTopology = %v, %v; want an error with %q", topo, err, tc.wantErr)

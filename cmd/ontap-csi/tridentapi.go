@@ -224,9 +224,9 @@ func serveTridentREST(t *tridentAPIOptions, tc *tridentController, inv *inventor
 // do. Without it, in a pod (ontap-csi's own install), the node info goes
 // into an annotation on the node's Node object, where our controller reads
 // it; outside a cluster there is nobody to report to.
-func nodeReporter(t *tridentAPIOptions, topology map[string]string) node.Reporter {
+func nodeReporter(t *tridentAPIOptions, kube *kubeAccess, topology map[string]string) node.Reporter {
 	if _, err := os.Stat(t.clientCert); err != nil {
-		if r := nodeAnnotationReporter(); r != nil {
+		if r := nodeAnnotationReporter(kube); r != nil {
 			return r
 		}
 		logrus.WithField("https_client_cert", t.clientCert).Info("no client certificate and not in a pod: node info is not reported to a controller")
