@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ontap-csi/ontap-csi/internal/atomicfile"
 	"github.com/ontap-csi/ontap-csi/internal/filelock"
 )
 
@@ -114,40 +115,10 @@ func writeLease(path string, l *Lease) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, leaseTempPrefix+"*.tmp")
-	if err != nil {
+	if err := atomicfile.Write(path, leaseTempPrefix+"*.tmp", append(b, '\n'), 0o644, true); err != nil {
 		return fmt.Errorf("write lease: %w", err)
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op after the rename
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("write lease: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write lease: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write lease: %w", err)
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return fmt.Errorf("write lease: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write lease: %w", err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }
 
 // withHandoverLock runs fn while holding PLUGIN_DIR/handover.lock, which

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ontap-csi/ontap-csi/internal/atomicfile"
 )
 
 // ErrNotFound means the node holds no state for the volume.
@@ -166,51 +168,12 @@ func (s *Store) write(volumeID string, info *Info, durable bool) error {
 	if cur, err := readFile(path); err == nil && bytes.Equal(cur, data) && !durable {
 		return nil // a repeated call: the file already says this
 	}
-	// The temporary name does not end in .json: Trident scans the directory
-	// for *.json on start-up and must not mistake a leftover for a volume.
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("tracking dir: %w", err)
 	}
-	f, err := os.CreateTemp(s.dir, "."+volumeID+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op once renamed
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if durable {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if durable {
-		return syncDir(s.dir)
-	}
-	return nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	// The temporary name does not end in .json: Trident scans the directory
+	// for *.json on start-up and must not mistake a leftover for a volume.
+	return atomicfile.Write(path, "."+volumeID+".tmp-*", data, 0o600, durable)
 }
 
 // Delete removes volumeID's tracking file; a missing file is not an error.
