@@ -141,7 +141,9 @@ func (f *fakeBackend) ListVolumes(context.Context) ([]*backends.Volume, error) {
 	defer f.mu.Unlock()
 	var out []*backends.Volume
 	for _, v := range f.vols {
-		out = append(out, v)
+		if v.Context[fakeOwnName] == "" { // as a driver's listing: the naming rule's names only
+			out = append(out, v)
+		}
 	}
 	return out, nil
 }

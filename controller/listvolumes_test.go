@@ -172,3 +172,63 @@ func TestListVolumesPublishedNodesFailure(t *testing.T) {
 		t.Fatalf("ListVolumes with a failing backend: %v, want Unavailable", err)
 	}
 }
+
+// listingRecords is fakeRecords that can list.
+type listingRecords struct {
+	fakeRecords
+	listErr error
+}
+
+func (l *listingRecords) ListRecords(context.Context) (map[string]VolumeRecord, error) {
+	return l.recs, l.listErr
+}
+
+// A volume under a name of its own (a nameTemplate's, an import) is listed
+// through its records, with the nodes it is published to; without records
+// that list, it is not listed (and external-attacher would publish it again
+// on every reconcile).
+func TestListVolumesNamedByRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		records  VolumeRecords
+		want     map[string][]string
+		wantCode codes.Code
+	}{
+		{name: "records listed", records: &listingRecords{fakeRecords: fakeRecords{recs: map[string]VolumeRecord{
+			"pvc-own": {InternalName: "apps_data"}, "pvc-gone": {InternalName: "was_here"}, "a": {InternalName: "a_elsewhere"},
+		}}}, want: map[string][]string{"a": {"node-1"}, "pvc-own": {"node-2"}}},
+		{name: "records that cannot list", records: &fakeRecords{recs: map[string]VolumeRecord{"pvc-own": {InternalName: "apps_data"}}},
+			want: map[string][]string{"a": {"node-1"}}},
+		{name: "records unreadable: Unavailable", records: &listingRecords{listErr: errors.New("connection refused")},
+			wantCode: codes.Unavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nas := newFake("nas1", "ontap-nas", backends.ProtocolFile)
+			n := NewNodes()
+			n.Set(backends.Node{Name: "node-1", IPs: []string{"10.0.0.1"}})
+			n.Set(backends.Node{Name: "node-2", IPs: []string{"10.0.0.2"}})
+			s, err := New(Config{Backends: []backends.Backend{nas}, Nodes: n, Records: tc.records})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nas.vols["a"] = &backends.Volume{ID: "a"}
+			nas.vols["pvc-own"] = &backends.Volume{ID: "pvc-own", Context: map[string]string{fakeOwnName: "apps_data"}}
+			nas.published["a"] = []string{"node-1"}
+			nas.published["pvc-own"] = []string{"node-2"}
+			resp, err := s.ListVolumes(context.Background(), &csi.ListVolumesRequest{})
+			if code(err) != tc.wantCode {
+				t.Fatalf("ListVolumes: %v, want %v", err, tc.wantCode)
+			}
+			if err != nil {
+				return
+			}
+			got := map[string][]string{}
+			for _, e := range resp.Entries {
+				got[e.Volume.VolumeId] = e.Status.PublishedNodeIds
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("listed %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

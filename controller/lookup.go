@@ -145,10 +145,80 @@ func (s *Service) allVolumes(ctx context.Context) ([]found, error) {
 			byID[v.ID] = append(byID[v.ID], found{vol: v, backend: b})
 		}
 	}
+	if err := s.addRecordedVolumes(ctx, bs, byID); err != nil {
+		return nil, err
+	}
 	out := make([]found, 0, len(byID))
 	for _, hits := range byID {
 		out = append(out, *ownerOf(ctx, hits))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].vol.ID < out[j].vol.ID })
 	return out, nil
+}
+
+// recordedLookups bounds the lookups of addRecordedVolumes in flight.
+const recordedLookups = 8
+
+// addRecordedVolumes adds to byID the volumes that no backend listed
+// because their ONTAP name is not the naming rule's (a nameTemplate's, an
+// import kept under its own name: docs/design/trident-compat.md §4.1),
+// found at the name their records give. Without them, external-attacher
+// would find such a volume published nowhere and publish it again on every
+// reconcile (docs/design/ontap-rest.md §9). One lookup per such volume and
+// backend that can look at a name; a record whose volume is gone costs its
+// lookup and is left out.
+func (s *Service) addRecordedVolumes(ctx context.Context, bs []backends.Backend, byID map[string][]found) error {
+	l, ok := s.records.(RecordLister)
+	if !ok {
+		return nil
+	}
+	var locators []backends.Backend
+	for _, b := range bs {
+		if _, ok := b.(backends.VolumeLocator); ok {
+			locators = append(locators, b)
+		}
+	}
+	if len(locators) == 0 {
+		return nil
+	}
+	recs, err := l.ListRecords(ctx)
+	if err != nil {
+		return backends.Errorf(backends.ErrUnavailable, "listing the volumes' records: %w", err)
+	}
+	type lookup struct {
+		id      string
+		rec     VolumeRecord
+		backend backends.Backend
+		vol     *backends.Volume
+		err     error
+	}
+	var todo []*lookup
+	for id, rec := range recs {
+		if _, listed := byID[id]; listed || rec.InternalName == "" {
+			continue
+		}
+		for _, b := range locators {
+			todo = append(todo, &lookup{id: id, rec: rec, backend: b})
+		}
+	}
+	sem := make(chan struct{}, recordedLookups)
+	var wg sync.WaitGroup
+	for _, lk := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			lk.vol, lk.err = lk.backend.(backends.VolumeLocator).VolumeAt(ctx, lk.id, lk.rec.InternalName)
+		}()
+	}
+	wg.Wait()
+	for _, lk := range todo {
+		switch {
+		case lk.err == nil:
+			byID[lk.id] = append(byID[lk.id], found{vol: lk.vol, backend: lk.backend, notManaged: lk.rec.NotManaged})
+		case !errors.Is(lk.err, backends.ErrNotFound):
+			return backends.Named(lk.backend.Name(), lk.err)
+		}
+	}
+	return nil
 }

@@ -16,6 +16,15 @@ type VolumeRecords interface {
 	Record(ctx context.Context, id string) (VolumeRecord, error)
 }
 
+// RecordLister is VolumeRecords that can list them all at once. ListVolumes
+// needs it: a backend lists the volumes its naming rule names, and only the
+// records tell which volume another ONTAP name holds.
+type RecordLister interface {
+	// ListRecords returns, by volume ID, the records that name the
+	// volume's ONTAP name.
+	ListRecords(ctx context.Context) (map[string]VolumeRecord, error)
+}
+
 // VolumeRecord is what the records say of a volume.
 type VolumeRecord struct {
 	// InternalName is the volume's name on the storage system.

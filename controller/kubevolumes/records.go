@@ -32,7 +32,10 @@ type Records struct {
 	driver string
 }
 
-var _ controller.VolumeRecords = (*Records)(nil)
+var (
+	_ controller.VolumeRecords = (*Records)(nil)
+	_ controller.RecordLister  = (*Records)(nil)
+)
 
 // NewRecords reads PVs of driver; tridentNamespace, if not "", is where
 // Trident's TridentVolumes are. It does no I/O.
@@ -77,6 +80,58 @@ func (r *Records) Record(ctx context.Context, id string) (controller.VolumeRecor
 		rec.InternalName = name
 	}
 	return rec, nil
+}
+
+// listPage is the page size of ListRecords' LISTs: a cluster's PVs can
+// be many, and the API server answers a page at a time.
+const listPage = 500
+
+// ListRecords implements controller.RecordLister with the same rules as
+// Record, from one LIST of the PVs (and of the TridentVolumes): the
+// ServiceAccount needs list on them too.
+func (r *Records) ListRecords(ctx context.Context) (map[string]controller.VolumeRecord, error) {
+	out := map[string]controller.VolumeRecord{}
+	err := list(ctx, r.pvs, func(pv *unstructured.Unstructured) {
+		driver, _, _ := unstructured.NestedString(pv.Object, "spec", "csi", "driver")
+		handle, _, _ := unstructured.NestedString(pv.Object, "spec", "csi", "volumeHandle")
+		name, _, _ := unstructured.NestedString(pv.Object, "spec", "csi", "volumeAttributes", "internalName")
+		if driver == r.driver && handle == pv.GetName() && name != "" {
+			out[handle] = controller.VolumeRecord{InternalName: name}
+		}
+	})
+	if err != nil || r.tvols == nil {
+		return out, err
+	}
+	err = list(ctx, r.tvols, func(tv *unstructured.Unstructured) {
+		name, _, _ := unstructured.NestedString(tv.Object, "config", "internalName")
+		notManaged, _, _ := unstructured.NestedBool(tv.Object, "config", "importNotManaged")
+		rec := out[tv.GetName()]
+		rec.NotManaged = notManaged
+		if rec.InternalName == "" {
+			rec.InternalName = name
+		}
+		if rec.InternalName != "" {
+			out[tv.GetName()] = rec
+		}
+	})
+	return out, err
+}
+
+// list calls each for every object of c, a page at a time.
+func list(ctx context.Context, c dynamic.ResourceInterface, each func(*unstructured.Unstructured)) error {
+	opts := metav1.ListOptions{Limit: listPage}
+	for {
+		l, err := c.List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("listing: %w", err)
+		}
+		for i := range l.Items {
+			each(&l.Items[i])
+		}
+		if opts.Continue = l.GetContinue(); opts.Continue == "" {
+			return nil
+		}
+	}
 }
 
 // get reads one object; nil when there is none.

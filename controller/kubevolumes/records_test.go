@@ -3,6 +3,7 @@ package kubevolumes
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,6 +69,55 @@ func TestRecord(t *testing.T) {
 	// Without --crd_persistence TridentVolumes are not read.
 	if got, _ := NewRecords(fakeClient(objs...), driver, "").Record(context.Background(), "pvc-unmanaged"); got != (controller.VolumeRecord{}) {
 		t.Errorf("TridentVolume read without a namespace: %+v", got)
+	}
+}
+
+// ListRecords gives what Record gives, for every volume that has a name
+// on record, from one LIST each.
+func TestListRecords(t *testing.T) {
+	objs := []runtime.Object{
+		pv("pvc-template", driver, "pvc-template", "apps_data_5e0c"),
+		pv("pvc-other-driver", "nfs.csi.k8s.io", "pvc-other-driver", "x_y"),
+		pv("static-name", driver, "pvc-handle", "imported"),
+		pv("pvc-both", driver, "pvc-both", "from_pv"),
+		pv("pvc-rule", driver, "pvc-rule", ""),
+		tridentVolume("pvc-both", "from_trident", false),
+		tridentVolume("pvc-unmanaged", "legacy_vol", true),
+	}
+	for _, tc := range []struct {
+		name    string
+		trident string
+		want    map[string]controller.VolumeRecord
+	}{
+		{"PVs and TridentVolumes", "trident", map[string]controller.VolumeRecord{
+			"pvc-template":  {InternalName: "apps_data_5e0c"},
+			"pvc-both":      {InternalName: "from_pv"},
+			"pvc-unmanaged": {InternalName: "legacy_vol", NotManaged: true},
+		}},
+		{"PVs only without --crd_persistence", "", map[string]controller.VolumeRecord{
+			"pvc-template": {InternalName: "apps_data_5e0c"},
+			"pvc-both":     {InternalName: "from_pv"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRecords(fakeClient(objs...), driver, tc.trident)
+			got, err := r.ListRecords(context.Background())
+			if err != nil || !maps.Equal(got, tc.want) {
+				t.Fatalf("ListRecords = %v, %v; want %v", got, err, tc.want)
+			}
+			for id, rec := range got {
+				if one, err := r.Record(context.Background(), id); err != nil || one != rec {
+					t.Errorf("Record(%s) = %+v, %v; ListRecords says %+v", id, one, err, rec)
+				}
+			}
+		})
+	}
+	fc := fakeClient(objs...)
+	fc.PrependReactor("list", "persistentvolumes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(PVsGVR.GroupResource(), "", errors.New("no RBAC"))
+	})
+	if _, err := NewRecords(fc, driver, "").ListRecords(context.Background()); err == nil {
+		t.Error("PVs not listable: no error")
 	}
 }
 
