@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/ontap-csi/ontap-csi/server.Version=$(VERSION) -X 
 BIN := bin/ontap-csi
 IMAGE ?= ontap-csi:$(VERSION)
 
-.PHONY: all build test unit fuzz kubelet e2e e2e-kubelet vm vm-bin lint tools render bench demo image clean
+.PHONY: all build test lane unit fuzz kubelet e2e vm vm-bin lint tools render bench demo image clean
 
 
 all: build
@@ -22,22 +22,30 @@ lint:
 	$(GO) vet ./...
 
 # The whole suite. Tests need root (loop devices, mounts, network namespaces).
-# The demo is part of it: what it shows is asserted. The cluster e2e and the
-# VM suite run side by side: both spend most of their time waiting (kubelet
-# sync loops, rollouts, the guest's timers), and they share nothing but the
-# CPU: side by side they take about as long as the longer one (cold: 29 min
-# for 28 and 25, docs/e2e.md). Each one's output is printed whole when it
-# ends. When either fails, the failures are printed again at the very end
-# (the other suite's whole output would otherwise bury them), from a copy of
-# the output kept in bin/e2e-vm.log. The kubelet suites follow the cluster
-# e2e in its lane: they too mostly wait (kubelet's 1 s reconcile), and the
-# VM suite is the longer leg by about as long as they take (docs/e2e.md).
-test: lint tools build unit fuzz demo
-	@set -o pipefail; $(MAKE) --no-print-directory -j2 --output-sync=target e2e-kubelet vm 2>&1 | tee bin/e2e-vm.log || { \
-		echo "=== make test: e2e or vm failed; what failed (all of it in bin/e2e-vm.log):"; \
+# After the unit tests, two lanes run side by side: the VM suite, and the
+# rest: `make fuzz`, the demo (what it shows is asserted), the cluster e2e
+# and the kubelet suites. Most of both lanes is waiting (the guest's and
+# kubelet's timers, rollouts), and they share nothing but the CPU: side by
+# side they take about as long as the longer one (docs/e2e.md). The VM
+# lane is the longer, so fuzz and the demo, which ran before both, now run
+# in the other lane, fuzz with one worker per target to leave the VM its
+# CPU. Each target's output is printed whole when it ends. When either
+# lane fails, the failures are printed again at the very end (the other
+# lane's whole output would otherwise bury them), from a copy of the
+# output kept in bin/e2e-vm.log.
+test: lint tools build unit
+	@set -o pipefail; $(MAKE) --no-print-directory -j2 --output-sync=target lane vm 2>&1 | tee bin/e2e-vm.log || { \
+		echo "=== make test: a lane failed; what failed (all of it in bin/e2e-vm.log):"; \
 		grep -n -e '--- FAIL' -e '^FAIL' -e 'Error [0-9]' bin/e2e-vm.log | head -n 40; \
 		echo "=== the first failures, each with the 25 lines before it:"; \
 		grep -n -B25 -A2 -e '--- FAIL' -e '^FAIL' -e 'Error [0-9]' bin/e2e-vm.log | head -n 150; exit 1; }
+
+# The lane of `make test` beside the VM suite.
+lane:
+	@$(MAKE) --no-print-directory fuzz FUZZ_PARALLEL=1
+	@$(MAKE) --no-print-directory demo
+	@$(MAKE) --no-print-directory e2e
+	@$(MAKE) --no-print-directory kubelet
 
 # Tests that need the binary use the one built here (static, like the image).
 unit: build
@@ -48,11 +56,9 @@ unit: build
 # ~/.cache/ontap-csi/fuzz) and grows from run to run; a failing input is
 # written to the package's testdata/fuzz/ and fails the run.
 FUZZTIME ?= 5s
+FUZZ_PARALLEL ?= 2
 fuzz:
-	GO=$(GO) FUZZTIME=$(FUZZTIME) test/fuzz/run.sh
-
-e2e-kubelet: e2e
-	@$(MAKE) --no-print-directory kubelet
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZ_PARALLEL=$(FUZZ_PARALLEL) test/fuzz/run.sh
 
 # The handover scenarios against the real kubelet code of v1.37.2, v1.29.15
 # and v1.19.16, one Go module each (test/kubelet/README.md).
