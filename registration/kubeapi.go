@@ -25,10 +25,15 @@ type KubeAPI struct {
 
 var csinodesGVR = schema.GroupVersionResource{Group: "storage.k8s.io", Version: "v1", Resource: "csinodes"}
 
-// NewKubeAPI is the access of client, over hc to the API server of cfg.
-// Ping asks GET /version, which any authenticated client may read, with
-// hc: the process shares one HTTP client among its users of the API.
-func NewKubeAPI(cfg *rest.Config, hc *http.Client, client dynamic.Interface) (*KubeAPI, error) {
+// NewKubeAPI is access to the API server of cfg over hc, the HTTP client
+// the process shares among its users of the API. Ping asks GET /version,
+// which any authenticated client may read.
+func NewKubeAPI(cfg *rest.Config, hc *http.Client) (*KubeAPI, error) {
+	cfg = dynamic.ConfigFor(cfg)
+	client, err := dynamic.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
 	base, _, err := rest.DefaultServerUrlFor(cfg)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
 
@@ -68,14 +67,9 @@ func TestKubeAPIPingUnreachable(t *testing.T) {
 // kubeAPIFor builds the access as the binary does: one HTTP client for the
 // dynamic client and Ping.
 func kubeAPIFor(cfg *rest.Config) (*KubeAPI, error) {
-	cfg = dynamic.ConfigFor(cfg)
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	client, err := dynamic.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, err
-	}
-	return NewKubeAPI(cfg, hc, client)
+	return NewKubeAPI(cfg, hc)
 }

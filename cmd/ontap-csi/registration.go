@@ -18,7 +18,7 @@ func newRegistration(o *options, kube *kubeAccess, serve func(net.Listener) erro
 	var api *registration.KubeAPI
 	if kube != nil {
 		var err error
-		if api, err = registration.NewKubeAPI(kube.cfg, kube.hc, kube.client); err != nil {
+		if api, err = registration.NewKubeAPI(kube.cfg, kube.hc); err != nil {
 			return nil, fmt.Errorf("registration's Kubernetes API access: %w", err)
 		}
 	}
