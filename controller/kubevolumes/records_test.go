@@ -38,15 +38,21 @@ func tridentVolume(name, internal string, notManaged bool) *unstructured.Unstruc
 	}}
 }
 
-func TestRecord(t *testing.T) {
-	objs := []runtime.Object{
+// recordObjs are the records TestRecord and TestListRecords read.
+func recordObjs() []runtime.Object {
+	return []runtime.Object{
 		pv("pvc-template", driver, "pvc-template", "apps_data_5e0c"),
 		pv("pvc-other-driver", "nfs.csi.k8s.io", "pvc-other-driver", "x_y"),
 		pv("static-name", driver, "pvc-handle", "imported"),
 		pv("pvc-both", driver, "pvc-both", "from_pv"),
+		pv("pvc-rule", driver, "pvc-rule", ""),
 		tridentVolume("pvc-both", "from_trident", false),
 		tridentVolume("pvc-unmanaged", "legacy_vol", true),
 	}
+}
+
+func TestRecord(t *testing.T) {
+	objs := recordObjs()
 	client := NewRecords(fakeClient(objs...), driver, "trident")
 	for _, tc := range []struct {
 		id   string
@@ -57,6 +63,7 @@ func TestRecord(t *testing.T) {
 		{"pvc-handle", controller.VolumeRecord{}},  // a PV not named after its handle is not found
 		{"static-name", controller.VolumeRecord{}}, // nor by its name under another handle
 		{"pvc-both", controller.VolumeRecord{InternalName: "from_pv"}},
+		{"pvc-rule", controller.VolumeRecord{}}, // named by the naming rule
 		{"pvc-unmanaged", controller.VolumeRecord{InternalName: "legacy_vol", NotManaged: true}},
 		{"pvc-none", controller.VolumeRecord{}},
 		{"Not/A_Name", controller.VolumeRecord{}},
@@ -75,15 +82,7 @@ func TestRecord(t *testing.T) {
 // ListRecords gives what Record gives, for every volume that has a name
 // on record, from one LIST each.
 func TestListRecords(t *testing.T) {
-	objs := []runtime.Object{
-		pv("pvc-template", driver, "pvc-template", "apps_data_5e0c"),
-		pv("pvc-other-driver", "nfs.csi.k8s.io", "pvc-other-driver", "x_y"),
-		pv("static-name", driver, "pvc-handle", "imported"),
-		pv("pvc-both", driver, "pvc-both", "from_pv"),
-		pv("pvc-rule", driver, "pvc-rule", ""),
-		tridentVolume("pvc-both", "from_trident", false),
-		tridentVolume("pvc-unmanaged", "legacy_vol", true),
-	}
+	objs := recordObjs()
 	for _, tc := range []struct {
 		name    string
 		trident string
