@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -482,6 +483,13 @@ func tridentDropIn(version string) func(context.Context, *suite, *scenarioRun) e
 		}
 		r.note(s, "Trident %s's namespace objects in place: CRDs, trident-csi Secret and Service, TridentBackendConfigs, service accounts and roles", version)
 
+		// This release's controller and node plugins must bind the
+		// backends and register the nodes themselves: not the records an
+		// earlier run left.
+		if err := s.resetTridentRecords(ctx); err != nil {
+			return err
+		}
+
 		ctrlObj, err := s.tridentControllerDeployment(rel, pluginImageA)
 		if err != nil {
 			return err
@@ -515,10 +523,11 @@ func tridentDropIn(version string) func(context.Context, *suite, *scenarioRun) e
 			return err
 		}
 		r.note(s, "%s's controller pod %s Ready at %s (the suite's controller scaled to 0)", rel.ctrl, ctrlPod.Name, ctrlPod.Status.PodIP)
-		if err := s.waitTBCsBound(ctx); err != nil {
+		tbcs, err := s.waitTBCsBound(ctx)
+		if err != nil {
 			return err
 		}
-		r.note(s, "TridentBackendConfigs Bound")
+		r.note(s, "TridentBackendConfigs bound by this controller: %s", tbcs)
 
 		// The node plugin: Trident's DaemonSet beside the suite's, then
 		// the suite's deleted (docs/design/registration.md §7.7).
@@ -532,10 +541,11 @@ func tridentDropIn(version string) func(context.Context, *suite, *scenarioRun) e
 		if err := tds.waitRollout(ctx, rolloutTimeout); err != nil {
 			return err
 		}
-		if err := s.waitTridentNodes(ctx); err != nil {
+		tnodes, err := s.waitTridentNodes(ctx)
+		if err != nil {
 			return err
 		}
-		r.note(s, "Trident %s node pods Ready on every node and registered with the controller (TridentNode per node)", version)
+		r.note(s, "Trident %s node pods Ready on every node and registered with the controller over mutual TLS: TridentNodes %s", version, tnodes)
 		old, err := podNames(ctx, s.ds)
 		if err != nil {
 			return err
@@ -731,9 +741,48 @@ func (s *suite) waitDeploymentPod(ctx context.Context, ns, name, app string) (*c
 	return pod, nil
 }
 
+// resetTridentRecords clears the TridentBackendConfigs' status and deletes
+// the TridentNodes (their finalizer first, with no controller to take it
+// off), so that what the next controller reports is its own.
+func (s *suite) resetTridentRecords(ctx context.Context) error {
+	tbcs := s.dyn.Resource(tbcGVR).Namespace(tridentNS)
+	l, err := tbcs.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range l.Items {
+		u := &l.Items[i]
+		if _, ok := u.Object["status"]; !ok {
+			continue
+		}
+		delete(u.Object, "status")
+		if _, err := tbcs.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("clearing the status of TridentBackendConfig %s: %w", u.GetName(), err)
+		}
+	}
+	nodes := s.dyn.Resource(tridentNodesGVR).Namespace(tridentNS)
+	nl, err := nodes.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, u := range nl.Items {
+		if _, err := nodes.Patch(ctx, u.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err := nodes.Delete(ctx, u.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return pollUntil(ctx, time.Minute, func() (bool, string, error) {
+		nl, err := nodes.List(ctx, metav1.ListOptions{})
+		return err == nil && len(nl.Items) == 0, fmt.Sprintf("TridentNodes left (%v)", err), nil
+	})
+}
+
 // waitTBCsBound waits until every TridentBackendConfig reports Bound.
-func (s *suite) waitTBCsBound(ctx context.Context) error {
-	return pollUntil(ctx, 2*time.Minute, func() (bool, string, error) {
+func (s *suite) waitTBCsBound(ctx context.Context) (string, error) {
+	var last string
+	err := pollUntil(ctx, 2*time.Minute, func() (bool, string, error) {
 		l, err := s.dyn.Resource(tbcGVR).Namespace(tridentNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error(), nil
@@ -746,24 +795,32 @@ func (s *suite) waitTBCsBound(ctx context.Context) error {
 		for _, u := range l.Items {
 			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
 			msg, _, _ := unstructured.NestedString(u.Object, "status", "message")
-			states = append(states, u.GetName()+": "+phase+" "+msg)
+			states = append(states, u.GetName()+": "+phase+" ("+msg+")")
 			done = done && phase == "Bound"
 		}
-		return done, strings.Join(states, "; "), nil
+		last = strings.Join(states, "; ")
+		return done, last, nil
 	})
+	return last, err
 }
 
 // waitTridentNodes waits until every live node has its TridentNode: its
 // node plugin reached the controller through the trident-csi certificates.
-func (s *suite) waitTridentNodes(ctx context.Context) error {
-	return pollUntil(ctx, 2*time.Minute, func() (bool, string, error) {
+func (s *suite) waitTridentNodes(ctx context.Context) (string, error) {
+	var found []string
+	err := pollUntil(ctx, 2*time.Minute, func() (bool, string, error) {
+		found = nil
 		for _, n := range s.liveNodes() {
-			if _, err := s.dyn.Resource(tridentNodesGVR).Namespace(tridentNS).Get(ctx, n.Name, metav1.GetOptions{}); err != nil {
+			u, err := s.dyn.Resource(tridentNodesGVR).Namespace(tridentNS).Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
 				return false, fmt.Sprintf("TridentNode %s: %v", n.Name, err), nil
 			}
+			iqn, _, _ := unstructured.NestedString(u.Object, "iqn")
+			found = append(found, n.Name+" "+iqn)
 		}
 		return true, "", nil
 	})
+	return strings.Join(found, ", "), err
 }
 
 // roundTrip turns a Go map into what JSON decoding gives (numbers as
