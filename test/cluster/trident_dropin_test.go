@@ -620,6 +620,12 @@ func tridentDropIn(version string) func(context.Context, *suite, *scenarioRun) e
 			}
 		}
 
+		// What Trident's trident-main containers warned about, before they
+		// go (kubelet removes a deleted pod's logs).
+		for _, line := range s.tridentWarnings(ctx) {
+			r.note(s, "%s", line)
+		}
+
 		// Back to the suite's install, the same way in.
 		if err := s.ds.create(ctx, nodeVariant{Image: s.otherImage()}); err != nil {
 			return err
@@ -739,6 +745,50 @@ func (s *suite) waitDeploymentPod(ctx context.Context, ns, name, app string) (*c
 	}
 	s.obs.add("test", "Deployment %s/%s: pod %s Ready", ns, name, pod.Name)
 	return pod, nil
+}
+
+// tridentWarnings are the distinct warning and error messages in the logs
+// of every running trident-main container in Trident's namespace, with the
+// pods that logged them.
+func (s *suite) tridentWarnings(ctx context.Context) []string {
+	pods, err := s.cluster.Client.CoreV1().Pods(tridentNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{"listing Trident's pods: " + err.Error()}
+	}
+	byMsg := map[string][]string{}
+	var order []string
+	for _, p := range pods.Items {
+		b, err := s.cluster.Client.CoreV1().Pods(tridentNS).GetLogs(p.Name, &corev1.PodLogOptions{Container: "trident-main"}).DoRaw(ctx)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if !strings.Contains(l, "level=warning") && !strings.Contains(l, "level=error") && !strings.Contains(l, "level=fatal") {
+				continue
+			}
+			msg := l
+			if i := strings.Index(l, "msg="); i >= 0 {
+				msg = l[i:]
+			}
+			if len(msg) > 300 {
+				msg = msg[:300] + "…"
+			}
+			if _, ok := byMsg[msg]; !ok {
+				order = append(order, msg)
+			}
+			if !hasString(byMsg[msg], p.Name) {
+				byMsg[msg] = append(byMsg[msg], p.Name)
+			}
+		}
+	}
+	if len(order) == 0 {
+		return []string{"trident-main logged no warning or error in the running Trident pods"}
+	}
+	var out []string
+	for _, m := range order {
+		out = append(out, fmt.Sprintf("trident-main logged (%s): %s", strings.Join(byMsg[m], ", "), m))
+	}
+	return out
 }
 
 // resetTridentRecords clears the TridentBackendConfigs' status and deletes
