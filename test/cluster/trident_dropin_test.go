@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+
+	"github.com/ontap-csi/ontap-csi/test/cluster/localcluster"
 )
 
 // Scenario 9 (issue 20): the drop-in users do. Trident's own node
@@ -558,6 +560,18 @@ func tridentDropIn(version string) func(context.Context, *suite, *scenarioRun) e
 		}
 		r.note(s, "the suite's DaemonSet deleted, its pods %v gone: Trident's DaemonSet alone serves", old)
 
+		// An iSCSI volume staged and published by Trident's pods, kept
+		// written through the rollouts, unstaged by the last of them: with
+		// 20.10's mounts (no propagation on <kubelet-dir>/plugins) the
+		// staging mount is seen through /host only.
+		san, err := s.startTridentSAN(ctx, r, version)
+		if san != nil {
+			defer san.cleanup(ctx, s)
+		}
+		if err != nil {
+			return err
+		}
+
 		// The rollouts Trident's installers do.
 		next := func() string {
 			if img == pluginImageA {
@@ -620,6 +634,10 @@ func tridentDropIn(version string) func(context.Context, *suite, *scenarioRun) e
 			}
 		}
 
+		if err := san.finish(ctx, s, r); err != nil {
+			return err
+		}
+
 		// What Trident's trident-main containers warned about, before they
 		// go (kubelet removes a deleted pod's logs).
 		for _, line := range s.tridentWarnings(ctx) {
@@ -642,6 +660,99 @@ func tridentDropIn(version string) func(context.Context, *suite, *scenarioRun) e
 		r.note(s, "back to the suite's install: its DaemonSet created beside Trident's, Trident's DaemonSet and Deployment deleted, its controller scaled back")
 		return nil
 	}
+}
+
+// tridentSAN is scenario 9's own iSCSI volume and the pod writing to it.
+type tridentSAN struct {
+	name, pv string
+	node     *localcluster.Node
+	pod      *corev1.Pod
+	lunUUID  string
+	done     bool
+}
+
+// startTridentSAN provisions an ontap-san claim through Trident's
+// controller and starts a pod writing a journal to it on the last node,
+// staged and published by Trident's node plugin.
+func (s *suite) startTridentSAN(ctx context.Context, r *scenarioRun, version string) (*tridentSAN, error) {
+	v := &tridentSAN{name: "s9-" + strings.ReplaceAll(version, ".", "") + "-san", node: s.cluster.Node(s.lastNode())}
+	pvc, err := s.createClaim(ctx, claim(workloadNS, v.name, sanClass, corev1.ReadWriteOnce, "1Gi"), true)
+	if err != nil {
+		return v, err
+	}
+	v.pv = pvc.Spec.VolumeName
+	c := s.cluster.Client
+	if _, err := c.CoreV1().Pods(workloadNS).Create(ctx, workloadPod(workloadNS, v.name, v.node.Name, v.name, "keep", "--dir=/data", "--interval=200ms"), metav1.CreateOptions{}); err != nil {
+		return v, err
+	}
+	if err := waitPod(ctx, c, workloadNS, v.name, podTimeout, podReady); err != nil {
+		return v, err
+	}
+	if v.pod, err = c.CoreV1().Pods(workloadNS).Get(ctx, v.name, metav1.GetOptions{}); err != nil {
+		return v, err
+	}
+	m, err := s.nodeMap(ctx, ontapVolume(v.pv), v.node.Name)
+	if err != nil || m == nil {
+		return v, fmt.Errorf("the LUN of %s is not mapped to %s (%v)", v.pv, v.node.Name, err)
+	}
+	v.lunUUID = m.LUN.UUID
+	r.note(s, "claim %s (ontap-san, ext4) provisioned by Trident's controller as %s; pod %s writes to it on %s, staged and published by Trident's node plugin (LUN %s -> %s)",
+		v.name, v.pv, v.name, v.node.Name, m.LUN.Name, m.Igroup.Name)
+	return v, nil
+}
+
+// finish checks that the pod wrote through the rollouts, deletes it and
+// checks the node is clean (unpublished and unstaged by the current
+// plugin generation, not the one that staged it), then deletes the claim.
+func (v *tridentSAN) finish(ctx context.Context, s *suite, r *scenarioRun) error {
+	lines, err := readJournal(v.node.NodePath(filepath.Join(podVolumeMount(v.pod, v.pv), "journal")))
+	if err != nil || len(lines) == 0 {
+		return fmt.Errorf("%s's journal on %s: %v", v.name, v.node.Name, err)
+	}
+	last := lines[len(lines)-1]
+	if time.Since(last.at) > 10*time.Second {
+		return fmt.Errorf("%s stopped writing: its last line %d was at %s", v.name, last.seq, last.at.Format(time.RFC3339Nano))
+	}
+	for i := 1; i < len(lines); i++ {
+		if lines[i].seq != lines[i-1].seq+1 {
+			return fmt.Errorf("%s's journal jumps from line %d to %d", v.name, lines[i-1].seq, lines[i].seq)
+		}
+	}
+	if err := s.deletePod(ctx, workloadNS, v.name); err != nil {
+		return err
+	}
+	var left string
+	if err := pollUntil(ctx, time.Minute, func() (bool, string, error) {
+		left, err = s.leftOn(ctx, v.node, v.pv, v.lunUUID)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		m, err := s.nodeMap(ctx, ontapVolume(v.pv), v.node.Name)
+		if err == nil && m != nil {
+			left = strings.TrimPrefix(left+", the LUN map to "+m.Igroup.Name, ", ")
+		}
+		return left == "", left, nil
+	}); err != nil {
+		return fmt.Errorf("%s after its pod was deleted: %w", v.node.Name, err)
+	}
+	if err := s.deleteClaims(ctx, workloadNS, v.name); err != nil {
+		return err
+	}
+	v.done = true
+	r.note(s, "%s wrote %d lines without a gap through the rollouts, the last %s before its pod was deleted; then %s held no mount of %s, no iSCSI device of its LUN and no LUN map; claim deleted, nothing of it left on ONTAP",
+		v.name, len(lines), time.Since(last.at).Round(time.Millisecond), v.node.Name, v.pv)
+	return nil
+}
+
+// cleanup removes the pod and the claim if the scenario failed before
+// finish did.
+func (v *tridentSAN) cleanup(ctx context.Context, s *suite) {
+	if v.done {
+		return
+	}
+	bg := context.WithoutCancel(ctx)
+	_ = s.deletePod(bg, workloadNS, v.name)
+	_ = s.cluster.Client.CoreV1().PersistentVolumeClaims(workloadNS).Delete(bg, v.name, metav1.DeleteOptions{})
 }
 
 func podNames(ctx context.Context, d *nodeDS) ([]string, error) {
