@@ -710,7 +710,8 @@ func (v *tridentSAN) finish(ctx context.Context, s *suite, r *scenarioRun) error
 		return fmt.Errorf("%s's journal on %s: %v", v.name, v.node.Name, err)
 	}
 	last := lines[len(lines)-1]
-	if time.Since(last.at) > 10*time.Second {
+	age := time.Since(last.at)
+	if age > 10*time.Second {
 		return fmt.Errorf("%s stopped writing: its last line %d was at %s", v.name, last.seq, last.at.Format(time.RFC3339Nano))
 	}
 	for i := 1; i < len(lines); i++ {
@@ -739,8 +740,8 @@ func (v *tridentSAN) finish(ctx context.Context, s *suite, r *scenarioRun) error
 		return err
 	}
 	v.done = true
-	r.note(s, "%s wrote %d lines without a gap through the rollouts, the last %s before its pod was deleted; then %s held no mount of %s, no iSCSI device of its LUN and no LUN map; claim deleted, nothing of it left on ONTAP",
-		v.name, len(lines), time.Since(last.at).Round(time.Millisecond), v.node.Name, v.pv)
+	r.note(s, "%s wrote %d lines without a gap through the rollouts, the last %s before the test read them; once its pod was deleted %s held no mount of %s, no iSCSI device of its LUN and no LUN map; claim deleted, nothing of it left on ONTAP",
+		v.name, len(lines), age.Round(time.Millisecond), v.node.Name, v.pv)
 	return nil
 }
 
