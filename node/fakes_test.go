@@ -28,6 +28,9 @@ type fakeHost struct {
 	calls     []string
 	fail      map[string]*hostexec.ExitError // tool -> failure to return
 	nextMinor int
+	// copies are mount points listed at their bare path, not under root:
+	// the container's own copies of mounts, which the host tools do not see.
+	copies []string
 }
 
 type fakeMount struct {
@@ -143,6 +146,9 @@ func (h *fakeHost) write() {
 			fsType = "none"
 		}
 		fmt.Fprintf(&b, "%d 1 0:%d / %s %s,relatime - %s %s rw\n", i+10, m.minor, filepath.Join("/", h.root, m.target), opt, fsType, m.source)
+	}
+	for i, c := range h.copies {
+		fmt.Fprintf(&b, "%d 1 0:%d / %s rw,relatime - ext4 /dev/dm-0 rw\n", i+1000, 900+i, c)
 	}
 	if err := os.WriteFile(h.mountinfo, []byte(b.String()), 0o600); err != nil {
 		panic(err)

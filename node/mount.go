@@ -39,6 +39,9 @@ type mounter struct {
 	// statx: mountInfo is this process's own mount table, so a statx of a
 	// path may answer for it that nothing is mounted there (notMountRoot).
 	statx bool
+	// unmountHere unmounts path in this process's own mount namespace
+	// (unmountCopies); nil is unmountInNamespace.
+	unmountHere func(path string) error
 }
 
 // seen is where this process sees what the host tools see at path.
@@ -174,8 +177,84 @@ const maxStacked = 8
 // unmount removes every mount at path. A corrupted mount (ENOTCONN, ESTALE:
 // a dead NFS server, a gone device) that a plain umount cannot remove is
 // unmounted with force and, failing that, lazily, so kubelet is never stuck
-// on it (Trident #812).
+// on it (Trident #812). Then it removes this process's own copies of the
+// mount, which a mount of the kubelet dir without propagation holds
+// (unmountCopies).
 func (m *mounter) unmount(ctx context.Context, path string) error {
+	if err := m.unmountHost(ctx, path); err != nil {
+		return err
+	}
+	return m.unmountCopies(ctx, path)
+}
+
+// unmountCopies removes the mounts left at path in this process's own
+// mount namespace once the host has none there. They are copies the
+// container got when it started: Trident 20.10's DaemonSet mounts
+// <kubelet-dir>/plugins without propagation (docs/design/trident-compat.md §2.1), so
+// a container started after a volume was staged holds the staging mount
+// privately, and the host tools' umount (under --host-root) does not reach
+// it. Left there it keeps the file system and the device open: the detach
+// of the LUN after the unmount finds the multipath map in use, and every
+// retry of NodeUnstageVolume fails for as long as the container lives.
+// With propagation (Trident 22.04+, deploy/) the host's umount removes them
+// too and there is nothing to do. Without a host root the tools run here
+// and unmountHost already removed everything.
+func (m *mounter) unmountCopies(ctx context.Context, path string) error {
+	if m.hostRoot == "" || m.hostRoot == "/" {
+		return nil
+	}
+	here := m.unmountHere
+	if here == nil {
+		here = unmountInNamespace
+	}
+	for i := 0; i < maxStacked; i++ {
+		if m.statx && notMountRoot(path) {
+			return nil
+		}
+		mis, err := mountsOf(m.mountInfo, path)
+		if err != nil || len(mis) == 0 {
+			return err
+		}
+		logrus.WithContext(ctx).WithFields(logrus.Fields{"path": path, "source": mis[len(mis)-1].Source}).
+			Info("unmounting this container's copy of a mount the host no longer has (its kubelet dir mount has no propagation)")
+		if err := here(path); err != nil {
+			return fmt.Errorf("unmount this container's copy of %s: %w", path, err)
+		}
+	}
+	return fmt.Errorf("%s still mounted in this container after %d unmounts", path, maxStacked)
+}
+
+// unmountInNamespace unmounts path in this process's mount namespace; a
+// busy copy (a file of it still open here) is detached.
+func unmountInNamespace(path string) error {
+	err := unix.Unmount(path, 0)
+	if errors.Is(err, unix.EBUSY) {
+		err = unix.Unmount(path, unix.MNT_DETACH)
+	}
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+		return nil // not (or no longer) a mount point
+	}
+	return err
+}
+
+// mountsOf returns the entries of the mount table at mountInfo whose mount
+// point is path exactly, bottom first.
+func mountsOf(mountInfo, path string) ([]mount.MountInfo, error) {
+	infos, err := mount.ParseMountInfo(mountInfo)
+	if err != nil {
+		return nil, fmt.Errorf("read mount table: %w", err)
+	}
+	var out []mount.MountInfo
+	for _, mi := range infos {
+		if mi.MountPoint == path {
+			out = append(out, mi)
+		}
+	}
+	return out, nil
+}
+
+// unmountHost removes every mount at path as the host tools see it.
+func (m *mounter) unmountHost(ctx context.Context, path string) error {
 	for i := 0; i < maxStacked; i++ {
 		mounted, err := m.mountedHere(path)
 		if err != nil || !mounted {

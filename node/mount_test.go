@@ -131,3 +131,70 @@ func TestNotMountRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestUnmountRemovesTheContainersCopy is the staging mount under Trident
+// 20.10's DaemonSet: <kubelet-dir>/plugins is mounted into the container
+// without propagation, so a container started after the volume was staged
+// holds a copy of the staging mount at the bare path, beside the host's
+// (seen at host root + path). The host's umount leaves the copy; unmount
+// must remove it too, or the device stays open and the LUN's detach fails
+// (docs/design/trident-compat.md §2.1). Without a host root, or with no copy, nothing is
+// unmounted in the process's own namespace.
+func TestUnmountRemovesTheContainersCopy(t *testing.T) {
+	const staging = "/var/lib/kubelet/plugins/kubernetes.io/csi/csi.trident.netapp.io/abc/globalmount"
+	for _, tc := range []struct {
+		name     string
+		hostRoot string
+		host     bool // the host still has the mount
+		copies   int  // the container's copies at the bare path
+		want     int  // unmounts in the process's namespace
+	}{
+		{"host mount and one copy", "/host", true, 1, 1},
+		{"a retry: only the copy left", "/host", false, 1, 1},
+		{"stacked copies", "/host", true, 2, 2},
+		{"propagation: no copy", "/host", true, 0, 0},
+		{"no host root", "", true, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newFakeHost(t)
+			h.root = tc.hostRoot
+			if tc.host {
+				if _, err := h.Run(context.Background(), "mount", "-t", "ext4", "/dev/dm-0", staging); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < tc.copies; i++ {
+				h.copies = append(h.copies, staging)
+			}
+			h.write()
+			here := 0
+			m := &mounter{exec: h, mountInfo: h.mountinfo, hostRoot: tc.hostRoot, unmountHere: func(p string) error {
+				if p != staging {
+					t.Errorf("unmounted %s in the process's namespace, want %s", p, staging)
+				}
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				if len(h.copies) == 0 {
+					return unix.EINVAL
+				}
+				h.copies = h.copies[:len(h.copies)-1]
+				here++
+				h.write()
+				return nil
+			}}
+			if err := m.unmount(context.Background(), staging); err != nil {
+				t.Fatalf("unmount: %v", err)
+			}
+			if here != tc.want {
+				t.Errorf("%d unmounts in the process's namespace, want %d", here, tc.want)
+			}
+			mis, err := mountsOf(h.mountinfo, staging)
+			if err != nil || len(mis) != 0 {
+				t.Errorf("mounts left at %s: %v (%v)", staging, mis, err)
+			}
+			if n := h.count("umount"); tc.host && n != 1 {
+				t.Errorf("%d host umounts, want 1", n)
+			}
+		})
+	}
+}

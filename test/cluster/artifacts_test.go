@@ -56,6 +56,9 @@ func buildArtifacts(ctx context.Context, t *testing.T, repo, module string) (art
 		// Trident's node plugin without registration of its own, for the
 		// seed baseline.
 		"tridentmain": {filepath.Join(repo, "test", "kubelet"), "./cmd/tridentmain"},
+		// The trident-csi Secret's certificates for Trident's own objects
+		// (scenario 9).
+		"tridentcerts": {repo, "./test/tridentcerts/cmd/tridentcerts"},
 	}
 	// make passes the binary it built (static, version stamped, as in the
 	// image).
@@ -82,6 +85,9 @@ func buildArtifacts(ctx context.Context, t *testing.T, repo, module string) (art
 		"ontap-csi.tar": {
 			Tags: []string{pluginImageA, pluginImageB}, Entrypoint: []string{"/ontap-csi"},
 			Files: map[string]string{"/ontap-csi": filepath.Join(a.bin, "ontap-csi")},
+			// As the release image (Dockerfile): Trident's objects run
+			// /trident_orchestrator and probe with tridentctl.
+			Links: map[string]string{"/trident_orchestrator": "ontap-csi", "/bin/tridentctl": "../ontap-csi"},
 			Dirs:  []string{"/tmp", "/etc"},
 		},
 		"e2e-tools.tar": {

@@ -114,6 +114,8 @@ var scenarios = []scenario{
 	{name: "7.3-sigkill", title: "every node plugin container SIGKILLed by the runtime", run: sigkill},
 	{name: "7.4-kubelet-restart-mid-rollout", title: "every kubelet restarted during a rolling update", run: kubeletRestart},
 	{name: "7.5-control-deregister", title: "control: `ontap-csi deregister` (uninstall path) on every node must show as a gap", control: true, run: deregisterControl},
+	{name: "9a-trident-26.06-operator-objects", title: "Trident's own node DaemonSet and controller Deployment as trident-operator 26.06 renders them, image swapped for ontap-csi's, in place of the suite's install; then a rolling update and the operator's delete and re-create (at once, and once the old pods are gone); then back (issue 20)", run: tridentDropIn("26.06")},
+	{name: "9b-trident-20.10-tridentctl-objects", title: "as 9a with the objects of `tridentctl install` 20.10 (no anti-affinity, no probes: the re-create at once overlaps old and new pods, the seed's case)", run: tridentDropIn("20.10")},
 	{name: "21-non-graceful-failover", title: "a node dies under a StatefulSet writing to iSCSI; tainted out-of-service, fenced on ONTAP, the pod moves with its data; the node comes back and cleans up (issue 21)", namespace: "s21", run: nodeFailover},
 	{name: "8-node-drained-deleted", title: "a node drained and deleted: its igroup and export rules go once nothing uses them", namespace: "s8", run: drainAndDelete},
 }

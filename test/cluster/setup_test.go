@@ -235,6 +235,22 @@ func (s *suite) installDeploy(ctx context.Context) error {
 // the NFS shim checks that policy on every mount. The SAN backend serves
 // each node's zone (supportedTopologies), for topology-aware placement.
 func (s *suite) backendsSecret() (*corev1.Secret, error) {
+	backends, err := s.backendConfigs()
+	if err != nil {
+		return nil, err
+	}
+	data := map[string][]byte{}
+	for key, b := range backends {
+		if data[key], err = json.MarshalIndent(b, "", "  "); err != nil {
+			return nil, err
+		}
+	}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ontap-csi-backends", Namespace: s.m.Namespace}, Data: data}, nil
+}
+
+// backendConfigs are the two backends by key of the backends Secret;
+// scenario 9's TridentBackendConfigs carry the same.
+func (s *suite) backendConfigs() (map[string]map[string]any, error) {
 	ca, err := os.ReadFile(s.sim.CAFile)
 	if err != nil {
 		return nil, err
@@ -253,16 +269,13 @@ func (s *suite) backendsSecret() (*corev1.Secret, error) {
 	}
 	san := map[string]any{"storageDriverName": "ontap-san", "backendName": "e2e-san", "useCHAP": false,
 		"supportedTopologies": zones}
-	data := map[string][]byte{}
-	for key, b := range map[string]map[string]any{"backend.json": nas, sanBackendFileName: san} {
+	out := map[string]map[string]any{"backend.json": nas, sanBackendFileName: san}
+	for _, b := range out {
 		for k, v := range common {
 			b[k] = v
 		}
-		if data[key], err = json.MarshalIndent(b, "", "  "); err != nil {
-			return nil, err
-		}
 	}
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ontap-csi-backends", Namespace: s.m.Namespace}, Data: data}, nil
+	return out, nil
 }
 
 // installClasses creates deploy/examples' StorageClasses, a

@@ -31,6 +31,10 @@ type Image struct {
 	Files map[string]string
 	// Dirs are created empty (mode 0755; /tmp gets 1777).
 	Dirs []string
+	// Links maps a path in the image to a symbolic link's target, as the
+	// release image links /trident_orchestrator and /bin/tridentctl to
+	// /ontap-csi (Dockerfile).
+	Links map[string]string
 }
 
 // epoch is the timestamp of every entry, so that the same inputs always give
@@ -121,6 +125,12 @@ func (img Image) layer() ([]byte, error) {
 		files = append(files, p)
 		addParents(path.Clean("/" + p))
 	}
+	links := make([]string, 0, len(img.Links))
+	for p := range img.Links {
+		links = append(links, p)
+		addParents(path.Clean("/" + p))
+	}
+	sort.Strings(links)
 	sort.Strings(files)
 	dirList := make([]string, 0, len(dirs))
 	for d := range dirs {
@@ -141,6 +151,13 @@ func (img Image) layer() ([]byte, error) {
 	}
 	for _, p := range files {
 		if err := addFile(tw, strings.TrimPrefix(path.Clean("/"+p), "/"), img.Files[p]); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range links {
+		if err := tw.WriteHeader(&tar.Header{
+			Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(path.Clean("/"+p), "/"), Linkname: img.Links[p], Mode: 0o777, ModTime: epoch,
+		}); err != nil {
 			return nil, err
 		}
 	}

@@ -38,6 +38,10 @@ func main() {
 	driver := flag.String("driver", "csi.trident.netapp.io", "CSI driver name")
 	endpoint := flag.String("kubelet-registration-path", "", "CSI endpoint on the host, told to kubelet")
 	csiAddress := flag.String("csi-address", "", "CSI socket to wait for before registering (default: --kubelet-registration-path)")
+	// Trident's DaemonSets run node-driver-registrar with --v=2 (klog's
+	// verbosity); accepted so that their arguments start this emulation
+	// unchanged (test/cluster's scenario 9).
+	_ = flag.Int("v", 0, "log verbosity, as node-driver-registrar's klog flag (ignored)")
 	flag.Parse()
 	if *csiAddress == "" {
 		*csiAddress = *endpoint
