@@ -64,7 +64,32 @@ defaults {
 	polling_interval 2
 }
 MP
-multipathd || fail "multipathd"
+# ONTAP_CSI_VM_TRACE=1 (in the shared environment, /host/in/env) keeps,
+# per step, what the node's daemons did, with the time of each line: the
+# log of multipathd in the foreground at -v3, udev's monitor (kernel
+# uevents and udev's, to see a backlog), and every 5 s how long multipathd
+# took to answer "show maps" and "show paths" and what it answered.
+if tr -s '\0' '\n' </host/in/env 2>/dev/null | grep -qx 'ONTAP_CSI_VM_TRACE=1'; then
+	trace=/run/trace
+	mkdir -p $trace
+	stamp() { while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; }
+	(multipathd -d -v3 2>&1 | stamp >>$trace/multipathd.log) &
+	(udevadm monitor --kernel --udev 2>&1 | stamp >>$trace/udev.log) &
+	(
+		while sleep 5; do
+			for c in "show maps" "show paths"; do
+				s=$EPOCHREALTIME
+				o=$(multipathd $c 2>&1)
+				e=$EPOCHREALTIME
+				echo "== $s multipathd $c took $(((${e/./} - ${s/./}) / 1000)) ms, load $(cut -d' ' -f1-3 /proc/loadavg)"
+				echo "$o"
+			done
+		done >>$trace/samples.log 2>&1
+	) &
+	sleep 1
+else
+	multipathd || fail "multipathd"
+fi
 
 # The storage host: rpcbind, statd (NFSv3 locks), mountd, nfsd. Short grace
 # and lease times: NFSv4 opens wait out the grace period after nfsd starts.
@@ -117,6 +142,11 @@ for dir in /host/in/steps/*/; do
 	step=$?
 	echo "$step $start $EPOCHREALTIME" >"$out/result"
 	dmesg -c >"$out/dmesg.log" 2>&1
+	if [ -n "${trace:-}" ]; then
+		for f in $trace/*.log; do
+			cp "$f" "$out/trace-$(basename "$f")" && : >"$f"
+		done
+	fi
 	say "step $name exited $step"
 	[ "$rc" -eq 0 ] && rc=$step
 done
