@@ -72,6 +72,7 @@ MP
 if tr -s '\0' '\n' </host/in/env 2>/dev/null | grep -qx 'ONTAP_CSI_VM_TRACE=1'; then
 	trace=/run/trace
 	mkdir -p $trace
+	set +x # not a line in init.log per line traced
 	stamp() { while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; }
 	(multipathd -d -v3 2>&1 | stamp >>$trace/multipathd.log) &
 	(udevadm monitor --kernel --udev 2>&1 | stamp >>$trace/udev.log) &
@@ -87,6 +88,7 @@ if tr -s '\0' '\n' </host/in/env 2>/dev/null | grep -qx 'ONTAP_CSI_VM_TRACE=1'; 
 		done >>$trace/samples.log 2>&1
 	) &
 	sleep 1
+	set -x
 else
 	multipathd || fail "multipathd"
 fi
