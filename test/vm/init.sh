@@ -68,7 +68,8 @@ MP
 # per step, what the node's daemons did, with the time of each line: the
 # log of multipathd in the foreground at -v3, udev's monitor (kernel
 # uevents and udev's, to see a backlog), and every 5 s how long multipathd
-# took to answer "show maps" and "show paths" and what it answered.
+# took to answer "show maps" and "show paths", what it answered, and the
+# processes that use or wait for the CPUs.
 if tr -s '\0' '\n' </host/in/env 2>/dev/null | grep -qx 'ONTAP_CSI_VM_TRACE=1'; then
 	trace=/run/trace
 	mkdir -p $trace
@@ -85,6 +86,12 @@ if tr -s '\0' '\n' </host/in/env 2>/dev/null | grep -qx 'ONTAP_CSI_VM_TRACE=1'; 
 				echo "== $s multipathd $c took $(((${e/./} - ${s/./}) / 1000)) ms, load $(cut -d' ' -f1-3 /proc/loadavg)"
 				echo "$o"
 			done
+			# Who has the CPUs: the busiest processes so far, the
+			# runnable and blocked ones now, the kernel's CPU split.
+			echo "== $EPOCHREALTIME ps"
+			ps -eo pid,ppid,stat,time,etimes,args --sort=-time | head -25 | cut -c1-160
+			ps -eo stat=,args= | awk '$1 ~ /^[RD]/' | cut -c1-120
+			head -1 /proc/stat
 		done >>$trace/samples.log 2>&1
 	) &
 	sleep 1
