@@ -44,6 +44,19 @@ for a in 127.0.0.10 127.0.0.11 127.0.0.12 127.0.0.13; do
 	ip route replace local "$a" dev lo src 127.0.0.20 table local
 done
 
+# nfs-common's 99-nfs.rules (Debian 12: nfs-utils 2.6.2) runs nfsrahead
+# for every bdi that appears, to tune NFS read-ahead: for a SCSI disk or a
+# dm map it parses /proc/self/mountinfo ten times before it gives up. With
+# the node benchmark's 500 mounts that is 5-6 s of CPU per block device
+# under TCG; at 20 LUNs at once (40 paths, 20 maps) udev's queue fell
+# 90-150 s behind the kernel, multipathd (which acts on udev's events)
+# built the maps that late, and the stages ran out of time
+# (docs/benchmarks.md, issue 16). NFS mounts are on anonymous devices
+# (major 0): only those need it, as later nfs-utils decide too.
+mkdir -p /etc/udev/rules.d
+cat >/etc/udev/rules.d/99-nfs.rules <<'RULE'
+SUBSYSTEM=="bdi", ACTION=="add", KERNEL=="0:*", PROGRAM="/usr/libexec/nfsrahead %k", ATTR{read_ahead_kb}="%c"
+RULE
 /lib/systemd/systemd-udevd --daemon || fail "udevd"
 mountpoint -q /sys/kernel/config || mount -t configfs configfs /sys/kernel/config || fail "configfs"
 mount -t nfsd nfsd /proc/fs/nfsd || fail "nfsd fs"
