@@ -38,6 +38,13 @@ import (
 // without 50 waiting goroutines eating the shared CPUs.
 const rawPoll = 5 * time.Millisecond
 
+// rawMapWait bounds the arm by hand's wait for a LUN's paths and map: the
+// time kubelet gives the plugin's whole NodeStageVolume (ctxT). In the VM
+// at concurrency 20, all LUNs scanned at once, udev processed the paths
+// up to 2.5 min after the kernel made them and multipathd, which acts on
+// udev's events, built some maps after 2 min (issue 16).
+const rawMapWait = 3 * time.Minute
+
 // rawVolume is one volume of the arm by hand.
 type rawVolume struct {
 	src       string // NFS: server:/junction
@@ -210,12 +217,12 @@ func (k *rawNode) attach(t testing.TB, v *rawVolume) bool {
 	}
 	k.timed("scan (sysfs)", start)
 	defer k.timed("wait for paths, udev nodes, map", time.Now())
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(rawPoll) {
+	for deadline := time.Now().Add(rawMapWait); time.Now().Before(deadline); time.Sleep(rawPoll) {
 		if k.attached1(sessions, v) {
 			return true
 		}
 	}
-	t.Errorf("LUN %d: no multipath map over %d paths within 2m (paths %v)", v.lun, len(sessions), v.paths)
+	t.Errorf("LUN %d: no multipath map over %d paths within %s (paths %v)", v.lun, len(sessions), rawMapWait, v.paths)
 	return false
 }
 

@@ -105,6 +105,13 @@ if tr -s '\0' '\n' </host/in/env 2>/dev/null | grep -qx 'ONTAP_CSI_VM_TRACE=1'; 
 			ps -eo pid,ppid,stat,time,etimes,args --sort=-time | head -25 | cut -c1-160
 			ps -eo stat=,args= | awk '$1 ~ /^[RD]/' | cut -c1-120
 			head -1 /proc/stat
+			n=0 in_db=0
+			for d in /sys/block/sd*; do
+				[ -e "$d/dev" ] || continue
+				n=$((n + 1))
+				[ -e "/run/udev/data/b$(cat "$d/dev")" ] && in_db=$((in_db + 1))
+			done
+			echo "udev database: $in_db of $n SCSI disks"
 		done >>$trace/samples.log 2>&1
 	) &
 	sleep 1
