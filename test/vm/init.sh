@@ -52,7 +52,7 @@ done
 # 90-150 s behind the kernel, multipathd (which acts on udev's events)
 # built the maps that late, and the stages ran out of time
 # (docs/benchmarks.md, issue 16). NFS mounts are on anonymous devices
-# (major 0): only those need it, as later nfs-utils decide too.
+# (major 0): only those need it, as a patch proposed to nfs-utils decides too.
 mkdir -p /etc/udev/rules.d
 cat >/etc/udev/rules.d/99-nfs.rules <<'RULE'
 SUBSYSTEM=="bdi", ACTION=="add", KERNEL=="0:*", PROGRAM="/usr/libexec/nfsrahead %k", ATTR{read_ahead_kb}="%c"
