@@ -174,9 +174,10 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	ini, err := iscsi.New(iscsi.Config{
-		Exec:    cfg.Exec,
-		DevDir:  cfg.DevDir,
-		SysRoot: cfg.SysRoot,
+		Exec:        cfg.Exec,
+		DevDir:      cfg.DevDir,
+		SysRoot:     cfg.SysRoot,
+		UdevDataDir: udevDataDir(cfg),
 		// Its per-target locks must not share names with the volume locks.
 		LockDir:       filepath.Join(cfg.LockDir, "iscsi"),
 		DeviceTimeout: cfg.ISCSIDeviceTimeout,
@@ -185,6 +186,23 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return newService(cfg, ini)
+}
+
+// udevDataDir is the host's udev database, below the host root; none when
+// /sys is not the kernel's (tests' emulated sysfs), whose devices udev
+// never sees.
+func udevDataDir(cfg Config) string {
+	if filepath.Clean(cfg.SysRoot) != "/sys" {
+		return ""
+	}
+	return filepath.Join(orRoot(cfg.HostRoot), "run", "udev", "data")
+}
+
+func orRoot(dir string) string {
+	if dir == "" {
+		return "/"
+	}
+	return dir
 }
 
 // newService builds the service around ini; cfg must have its defaults set.

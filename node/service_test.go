@@ -623,3 +623,21 @@ func TestEveryVolumeCallTakesTheVolumeLock(t *testing.T) {
 		})
 	}
 }
+
+// The iSCSI client reads udev's database on the host only: an emulated
+// sysfs (the shims') has devices udev never saw.
+func TestUdevDataDir(t *testing.T) {
+	for _, tc := range []struct {
+		hostRoot, sysRoot, want string
+	}{
+		{"", "/sys", "/run/udev/data"},
+		{"/host", "/sys", "/host/run/udev/data"},
+		{"/host", "/sys/", "/host/run/udev/data"},
+		{"", "/tmp/shim/sys", ""},
+		{"/host", "/tmp/shim/sys", ""},
+	} {
+		if got := udevDataDir(Config{HostRoot: tc.hostRoot, SysRoot: tc.sysRoot}); got != tc.want {
+			t.Errorf("host root %q, sys root %q: udev database %q, want %q", tc.hostRoot, tc.sysRoot, got, tc.want)
+		}
+	}
+}

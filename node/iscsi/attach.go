@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -393,6 +394,9 @@ func (c *Client) waitForMap(ctx context.Context, t Target, paths []pathDev) (*De
 		if sleep(wctx, bo.next()) != nil {
 			if !seen.IsZero() && ctx.Err() == nil {
 				return c.finishMap(ctx, t, last, paths)
+			}
+			if late := c.udevPending(paths); len(late) > 0 {
+				return nil, fmt.Errorf("multipathd built no map for LUN %q within %s: udev has not processed its path devices %s yet, and multipathd adds a path only once udev has (the host's udev queue is behind; udevadm monitor shows it): %w", t.Serial, waited(start), strings.Join(late, ", "), waitEnded(ctx))
 			}
 			return nil, fmt.Errorf("multipathd built no map for LUN %q within %s (it needs find_multipaths \"no\" or the WWID whitelisted): %w", t.Serial, waited(start), waitEnded(ctx))
 		}

@@ -321,6 +321,67 @@ func TestAttachWithoutMapIsNoDeadline(t *testing.T) {
 	}
 }
 
+// A map that does not come names the daemon that holds it up: udev, while
+// the paths are not in its database yet (multipathd adds a path from
+// udev's event; a busy udev lagged the kernel by minutes in the VM, issue
+// 16), else multipathd's configuration.
+func TestAttachWithoutMapSaysWhetherUdevIsBehind(t *testing.T) {
+	const config = `(it needs find_multipaths "no"`
+	for _, tc := range []struct {
+		name      string
+		udev      string   // "none": no database configured; "missing": configured, absent; "db": present
+		devnos    bool     // the paths have their sysfs "dev"
+		processed []string // paths in udev's database
+		want      string
+	}{
+		{"no udev database to read", "none", true, nil, config},
+		{"udev database not there", "missing", true, nil, config},
+		{"both paths processed", "db", true, []string{"sdb", "sdc"}, config},
+		{"one path not processed", "db", true, []string{"sdb"}, "udev has not processed its path devices sdc yet"},
+		{"no path processed", "db", true, nil, "udev has not processed its path devices sdb, sdc yet"},
+		{"no device numbers", "db", false, nil, config},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSys(t)
+			ex := loginExec(f, nil)
+			f.kernel(t, []int{1, 2}, testSerial)
+			devnos := map[string]string{"sdb": "8:16", "sdc": "8:32"}
+			if tc.devnos {
+				whenPresent(t, []string{filepath.Join(f.sys, "block", "sdb"), filepath.Join(f.sys, "block", "sdc")}, func() {
+					for name, devno := range devnos {
+						f.write(filepath.Join(f.sys, "block", name, "dev"), devno+"\n")
+					}
+				})
+			}
+			udevDir := ""
+			switch tc.udev {
+			case "missing":
+				udevDir = filepath.Join(t.TempDir(), "run", "udev", "data")
+			case "db":
+				udevDir = t.TempDir()
+				f.write(filepath.Join(udevDir, "b8:0"), "") // another disk
+				for _, name := range tc.processed {
+					f.write(filepath.Join(udevDir, "b"+devnos[name]), "E:ID_SERIAL=x\n")
+				}
+			}
+			c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, UdevDataDir: udevDir, LockDir: t.TempDir(), DeviceTimeout: 500 * time.Millisecond, Multipath: MultipathRequired})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Attach(context.Background(), testTarget("10.0.0.1", "10.0.0.2"))
+			if !errors.Is(err, errWaitTimedOut) || !strings.Contains(err.Error(), "multipathd built no map") {
+				t.Fatalf("Attach without a map: %v", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Attach without a map: %v\nwant it to say %q", err, tc.want)
+			}
+			if tc.want == config && strings.Contains(err.Error(), "udev") {
+				t.Fatalf("Attach without a map blames udev: %v", err)
+			}
+		})
+	}
+}
+
 func TestFindRefusesAForeignMap(t *testing.T) {
 	f := newFakeSys(t)
 	f.session(1)

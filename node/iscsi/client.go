@@ -96,6 +96,12 @@ type Config struct {
 	// ("/dev" and "/sys" by default; tests point them at their roots).
 	DevDir  string
 	SysRoot string
+	// UdevDataDir is udev's database of the devices it has processed
+	// (<host root>/run/udev/data); "" when there is none to read (the
+	// shims' emulated sysfs). A map that is late is then blamed on the
+	// right daemon: multipathd adds a path only once udev has processed
+	// it, and a busy udev lags the kernel by minutes (issue 16).
+	UdevDataDir string
 	// LockDir holds the per-target lock files (required). It must be the
 	// same directory for every node-plugin process on the host, so that
 	// two generations serving kubelet during a handover (I8) serialize
@@ -121,6 +127,7 @@ type Client struct {
 	exec    hostexec.Executor
 	devDir  string
 	sysRoot string
+	udevDir string // Config.UdevDataDir
 	timeout time.Duration
 	mode    MultipathMode
 	locks   *volumelock.Locker
@@ -149,6 +156,7 @@ func New(cfg Config) (*Client, error) {
 		exec:    cfg.Exec,
 		devDir:  filepath.Clean(orDefault(cfg.DevDir, "/dev")),
 		sysRoot: filepath.Clean(orDefault(cfg.SysRoot, "/sys")),
+		udevDir: cfg.UdevDataDir,
 		timeout: cfg.DeviceTimeout,
 		mode:    cfg.Multipath,
 		locks:   locks,

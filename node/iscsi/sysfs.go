@@ -142,6 +142,42 @@ func (c *Client) blockSize(name string) (int64, error) {
 	return parseSectors(b)
 }
 
+// udevPending names the paths udev has not processed yet: those whose
+// device number (sysfs "dev") has no entry b<major>:<minor> in udev's
+// database, which udev writes when it has run its rules for the device's
+// add event. Without a database to read, or a device number, it cannot
+// tell and names none.
+func (c *Client) udevPending(paths []pathDev) []string {
+	if c.udevDir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(c.udevDir); err != nil || !fi.IsDir() {
+		return nil
+	}
+	var late []string
+	for _, p := range paths {
+		if !validBlockName(p.dev.name) {
+			continue
+		}
+		b, err := readAttr(filepath.Join(c.sysRoot, "block", p.dev.name, "dev"))
+		if err != nil {
+			continue
+		}
+		devno := strings.TrimSpace(string(b))
+		if maj, min, ok := strings.Cut(devno, ":"); !ok || !digits(maj) || !digits(min) {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(c.udevDir, "b"+devno)); errors.Is(err, os.ErrNotExist) {
+			late = append(late, p.dev.name)
+		}
+	}
+	return late
+}
+
+func digits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
 func (c *Client) holders(name string) ([]string, error) {
 	names, err := readDirNames(filepath.Join(c.sysRoot, "block", name, "holders"))
 	if errors.Is(err, os.ErrNotExist) {

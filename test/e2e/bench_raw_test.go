@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ontap-csi/ontap-csi/node"
 	"github.com/ontap-csi/ontap-csi/test/e2e/plugintest"
 )
 
@@ -37,6 +38,13 @@ import (
 // floor a node could reach with ~1 ms or event-driven waits (issue 18),
 // without 50 waiting goroutines eating the shared CPUs.
 const rawPoll = 5 * time.Millisecond
+
+// rawMapWait bounds the arm by hand's wait for a LUN's paths and map: the
+// time kubelet gives the plugin's whole NodeStageVolume (ctxT). In the VM
+// at concurrency 20, all LUNs scanned at once, udev processed the paths
+// up to 2.5 min after the kernel made them and multipathd, which acts on
+// udev's events, built some maps after 2 min (issue 16).
+const rawMapWait = 3 * time.Minute
 
 // rawVolume is one volume of the arm by hand.
 type rawVolume struct {
@@ -62,6 +70,23 @@ type rawNode struct {
 	scans    map[int]*sync.Mutex // per SCSI host, through the shims
 
 	times *stepTimes // of the arm under way; nil: not timed
+
+	// slots, on the real kernel, lets as many LUNs attach or detach at
+	// once as the plugin's --max-iscsi-operations: there every path and
+	// map goes through udev's queue, and 20 LUNs scanned at once put it so
+	// far behind that maps came after 3 minutes (issue 16), where the
+	// plugin's 5 at a time got all 20. nil: no cap (the shims, whose udev
+	// has no queue).
+	slots chan struct{}
+}
+
+// slot takes one of k's slots, if it has any, until release.
+func (k *rawNode) slot() (release func()) {
+	if k.slots == nil {
+		return func() {}
+	}
+	k.slots <- struct{}{}
+	return func() { <-k.slots }
 }
 
 // newRawNode is the arm by hand on the rig's node, with the tools and
@@ -72,6 +97,7 @@ func (r *rig) newRawNode(t testing.TB) *rawNode {
 		k.sysRoot, k.devDir, k.target, k.portals = r.iscsi.host.SysRoot, r.iscsi.host.DevDir, r.iscsi.target, r.iscsi.portals
 	}
 	if plugintest.RealKernel() {
+		k.slots = make(chan struct{}, node.DefaultMaxISCSIOperations)
 		return k
 	}
 	path := plugintest.NFSShimDir(t)
@@ -151,7 +177,10 @@ func (k *rawNode) up(t testing.TB, proto string, v *rawVolume) {
 		k.run(t, "mount", "-t", "nfs", "-o", v.options, v.src, v.mnt)
 		return
 	}
-	if !k.attach(t, v) {
+	release := k.slot()
+	attached := k.attach(t, v)
+	release()
+	if !attached {
 		return
 	}
 	dev := filepath.Join(k.devDir, v.mapDev)
@@ -180,6 +209,8 @@ func (k *rawNode) down(t testing.TB, proto string, v *rawVolume) {
 	if !k.run(t, "umount", v.bind) || !k.run(t, "umount", v.mnt) {
 		return
 	}
+	release := k.slot()
+	defer release()
 	k.detach(t, v)
 }
 
@@ -210,12 +241,12 @@ func (k *rawNode) attach(t testing.TB, v *rawVolume) bool {
 	}
 	k.timed("scan (sysfs)", start)
 	defer k.timed("wait for paths, udev nodes, map", time.Now())
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(rawPoll) {
+	for deadline := time.Now().Add(rawMapWait); time.Now().Before(deadline); time.Sleep(rawPoll) {
 		if k.attached1(sessions, v) {
 			return true
 		}
 	}
-	t.Errorf("LUN %d: no multipath map over %d paths within 2m (paths %v)", v.lun, len(sessions), v.paths)
+	t.Errorf("LUN %d: no multipath map over %d paths within %s (paths %v)", v.lun, len(sessions), rawMapWait, v.paths)
 	return false
 }
 

@@ -114,10 +114,17 @@ func guestSteps() []guestStep {
 		{Step{Name: "faults", Command: goTest("e2e.test", faultTests, 30*time.Minute), Env: realKernel}, checkGoTest},
 	}
 	// The node benchmark on the real kernel, only when asked (make bench:
-	// ONTAP_CSI_BENCH=1 ONTAP_CSI_VM_STEPS=^bench$).
+	// ONTAP_CSI_BENCH=1 ONTAP_CSI_VM_STEPS=^bench$), with the host's
+	// choice of rounds and cases (test/e2e/bench_test.go).
 	if os.Getenv("ONTAP_CSI_BENCH") != "" {
+		env := append(realKernel, "ONTAP_CSI_BENCH=1")
+		for _, name := range []string{"ONTAP_CSI_BENCH_ROUNDS", "ONTAP_CSI_BENCH_ONLY"} {
+			if v := os.Getenv(name); v != "" {
+				env = append(env, name+"="+v)
+			}
+		}
 		steps = append(steps, guestStep{Step{Name: "bench", Command: goTest("e2e.test", benchTests, 60*time.Minute),
-			Env: append(realKernel, "ONTAP_CSI_BENCH=1")}, checkBench})
+			Env: env}, checkBench})
 	}
 	return steps
 }
@@ -158,6 +165,11 @@ func TestGuest(t *testing.T) {
 	}
 	o.Files = guestBinaries(t)
 	o.Env = []string{"ONTAP_CSI_VM_GUEST=/host/in"}
+	if os.Getenv("ONTAP_CSI_VM_TRACE") == "1" {
+		// init.sh keeps the daemons' logs per step (trace-*.log), the
+		// tests print the plugin's whole log, and Run keeps them all.
+		o.Env = append(o.Env, "ONTAP_CSI_VM_TRACE=1", "ONTAP_CSI_E2E_VERBOSE=1")
+	}
 	o.Timeout = 75 * time.Minute
 	res := Run(t, o)
 	var summary strings.Builder

@@ -44,6 +44,19 @@ for a in 127.0.0.10 127.0.0.11 127.0.0.12 127.0.0.13; do
 	ip route replace local "$a" dev lo src 127.0.0.20 table local
 done
 
+# nfs-common's 99-nfs.rules (Debian 12: nfs-utils 2.6.2) runs nfsrahead
+# for every bdi that appears, to tune NFS read-ahead: for a SCSI disk or a
+# dm map it parses /proc/self/mountinfo ten times before it gives up. With
+# the node benchmark's 500 mounts that is 5-6 s of CPU per block device
+# under TCG; at 20 LUNs at once (40 paths, 20 maps) udev's queue fell
+# 90-150 s behind the kernel, multipathd (which acts on udev's events)
+# built the maps that late, and the stages ran out of time
+# (docs/benchmarks.md, issue 16). NFS mounts are on anonymous devices
+# (major 0): only those need it, as a patch proposed to nfs-utils decides too.
+mkdir -p /etc/udev/rules.d
+cat >/etc/udev/rules.d/99-nfs.rules <<'RULE'
+SUBSYSTEM=="bdi", ACTION=="add", KERNEL=="0:*", PROGRAM="/usr/libexec/nfsrahead %k", ATTR{read_ahead_kb}="%c"
+RULE
 /lib/systemd/systemd-udevd --daemon || fail "udevd"
 mountpoint -q /sys/kernel/config || mount -t configfs configfs /sys/kernel/config || fail "configfs"
 mount -t nfsd nfsd /proc/fs/nfsd || fail "nfsd fs"
@@ -64,7 +77,48 @@ defaults {
 	polling_interval 2
 }
 MP
-multipathd || fail "multipathd"
+# ONTAP_CSI_VM_TRACE=1 (in the shared environment, /host/in/env) keeps,
+# per step, what the node's daemons did, with the time of each line: the
+# log of multipathd in the foreground at -v3, udev's monitor (kernel
+# uevents and udev's, to see a backlog), and every 5 s how long multipathd
+# took to answer "show maps" and "show paths", what it answered, and the
+# processes that use or wait for the CPUs.
+if tr -s '\0' '\n' </host/in/env 2>/dev/null | grep -qx 'ONTAP_CSI_VM_TRACE=1'; then
+	trace=/run/trace
+	mkdir -p $trace
+	set +x # not a line in init.log per line traced
+	stamp() { while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; }
+	(multipathd -d -v3 2>&1 | stamp >>$trace/multipathd.log) &
+	(udevadm monitor --kernel --udev 2>&1 | stamp >>$trace/udev.log) &
+	(
+		while sleep 5; do
+			for c in "show maps" "show paths"; do
+				s=$EPOCHREALTIME
+				o=$(multipathd $c 2>&1)
+				e=$EPOCHREALTIME
+				echo "== $s multipathd $c took $(((${e/./} - ${s/./}) / 1000)) ms, load $(cut -d' ' -f1-3 /proc/loadavg)"
+				echo "$o"
+			done
+			# Who has the CPUs: the busiest processes so far, the
+			# runnable and blocked ones now, the kernel's CPU split.
+			echo "== $EPOCHREALTIME ps"
+			ps -eo pid,ppid,stat,time,etimes,args --sort=-time | head -25 | cut -c1-160
+			ps -eo stat=,args= | awk '$1 ~ /^[RD]/' | cut -c1-120
+			head -1 /proc/stat
+			n=0 in_db=0
+			for d in /sys/block/sd*; do
+				[ -e "$d/dev" ] || continue
+				n=$((n + 1))
+				[ -e "/run/udev/data/b$(cat "$d/dev")" ] && in_db=$((in_db + 1))
+			done
+			echo "udev database: $in_db of $n SCSI disks"
+		done >>$trace/samples.log 2>&1
+	) &
+	sleep 1
+	set -x
+else
+	multipathd || fail "multipathd"
+fi
 
 # The storage host: rpcbind, statd (NFSv3 locks), mountd, nfsd. Short grace
 # and lease times: NFSv4 opens wait out the grace period after nfsd starts.
@@ -117,6 +171,11 @@ for dir in /host/in/steps/*/; do
 	step=$?
 	echo "$step $start $EPOCHREALTIME" >"$out/result"
 	dmesg -c >"$out/dmesg.log" 2>&1
+	if [ -n "${trace:-}" ]; then
+		for f in $trace/*.log; do
+			cp "$f" "$out/trace-$(basename "$f")" && : >"$f"
+		done
+	fi
 	say "step $name exited $step"
 	[ "$rc" -eq 0 ] && rc=$step
 done

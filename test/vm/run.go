@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,7 +155,7 @@ func start(t testing.TB, img *Image, o Options) *machine {
 		for _, f := range m.overlay {
 			f.Close() // if qemu never started
 		}
-		if t.Failed() {
+		if t.Failed() || slices.Contains(o.Env, "ONTAP_CSI_VM_TRACE=1") {
 			m.saveLogs(t)
 		}
 		os.RemoveAll(dir)
