@@ -253,3 +253,53 @@ func TestDetachFindsMapsOfAnyWWIDForm(t *testing.T) {
 		t.Error("flushed another LUN's map")
 	}
 }
+
+// A map refused as in use while nothing holds it (udev probing a map
+// multipathd just made, seen on the real kernel) is flushed on a later
+// try; one refused every time fails the detach after flushAttempts.
+func TestDetachRetriesAFlushRefusedWithNothingHolding(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refuse  int // flushes refused before one succeeds
+		wantErr bool
+	}{
+		{"refused twice", 2, false},
+		{"refused always", flushAttempts, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSys(t)
+			f.session(1)
+			f.device(1, 3, "sdb", testSerial, 1<<30)
+			f.mpathMap("dm-1", "mpath-3600a0980"+hexSerial(testSerial), 1<<30, "sdb")
+			f.kernel(t, []int{1}, testSerial)
+			refused := 0
+			ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+				switch {
+				case strings.Join(argv, " ") == "iscsiadm -m session":
+					return sessionLines(1), nil
+				case argv[0] == "multipath" && argv[1] == "-f":
+					if refused < tc.refuse {
+						refused++
+						return nil, exitErr("multipath", 1)
+					}
+					f.flushMapNamed(argv[2], []string{"dm-1"}, "sdb")
+				case argv[0] == "iscsiadm" && argv[len(argv)-1] == "-u":
+					os.RemoveAll(f.sessionDir(1))
+				}
+				return nil, nil
+			}}
+			c := newTestClient(t, f, ex, MultipathAuto)
+			err := c.Detach(context.Background(), testTarget())
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Detach = %v, want error %v\n%s", err, tc.wantErr, ex.log())
+			}
+			want := tc.refuse + 1
+			if tc.wantErr {
+				want = flushAttempts
+			}
+			if n := ex.called("multipath -f 3600a0980" + hexSerial(testSerial)); n != want {
+				t.Fatalf("%d flushes, want %d\n%s", n, want, ex.log())
+			}
+		})
+	}
+}

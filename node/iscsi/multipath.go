@@ -221,6 +221,13 @@ func (c *Client) verifyMap(m dmMap, serial string) ([]string, error) {
 	return slaves, nil
 }
 
+// flushAttempts and flushRetryDelay bound flushMap's retries of a map
+// refused as in use while nothing holds it.
+const (
+	flushAttempts   = 5
+	flushRetryDelay = 500 * time.Millisecond
+)
+
 // flushMap writes out and removes a multipath map. A map that is gone
 // afterwards, whatever multipath said, is flushed.
 func (c *Client) flushMap(ctx context.Context, m dmMap) error {
@@ -234,14 +241,30 @@ func (c *Client) flushMap(ctx context.Context, m dmMap) error {
 		}
 	}
 	dir := filepath.Join(c.sysRoot, "block", m.name)
-	if _, err := c.run(ctx, "multipath", "-f", m.mapName); err != nil {
+	for attempt := 1; ; attempt++ {
+		_, err := c.run(ctx, "multipath", "-f", m.mapName)
+		if err == nil {
+			break
+		}
 		if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
 			return nil // removed meanwhile, e.g. by multipathd itself
 		}
 		if busy, _ := c.inUse(m.name); busy {
 			return fmt.Errorf("%w: multipath map %s is still open or mounted", ErrDeviceInUse, m.mapName)
 		}
-		return fmt.Errorf("flush multipath map %s: %w", m.mapName, toolErr(err))
+		// Refused with no holder and no mount: a map multipathd has
+		// just made is opened for a moment by udev's probes, and
+		// multipath -f calls it in use (seen on the real kernel, the
+		// VM's faults step). Try again for a short while.
+		if attempt == flushAttempts || ctx.Err() != nil {
+			return fmt.Errorf("flush multipath map %s: %w", m.mapName, toolErr(err))
+		}
+		log.WithError(toolErr(err)).Info("multipath map refused its flush with nothing holding it; trying again")
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("flush multipath map %s: %w", m.mapName, toolErr(err))
+		case <-time.After(flushRetryDelay):
+		}
 	}
 	if err := c.waitGone(ctx, dir); err != nil {
 		return fmt.Errorf("multipath map %s: %w", m.mapName, err)
