@@ -91,18 +91,7 @@ func (m *mounter) mountsAt(path string) ([]mount.MountInfo, error) {
 	if m.statx && notMountRoot(m.seen(path)) {
 		return nil, nil
 	}
-	infos, err := mount.ParseMountInfo(m.mountInfo)
-	if err != nil {
-		return nil, fmt.Errorf("read mount table: %w", err)
-	}
-	at := m.seen(path)
-	var out []mount.MountInfo
-	for _, mi := range infos {
-		if mi.MountPoint == at {
-			out = append(out, mi)
-		}
-	}
-	return out, nil
+	return mountsOf(m.mountInfo, m.seen(path))
 }
 
 // notMountRootTimeout bounds the statx of notMountRoot; a path that takes
@@ -200,8 +189,8 @@ func (m *mounter) unmount(ctx context.Context, path string) error {
 // too and there is nothing to do. Without a host root the tools run here
 // and unmountHost already removed everything.
 func (m *mounter) unmountCopies(ctx context.Context, path string) error {
-	if m.hostRoot == "" || m.hostRoot == "/" {
-		return nil
+	if m.seen(path) == path {
+		return nil // no host root: the host's mounts are this process's
 	}
 	here := m.unmountHere
 	if here == nil {

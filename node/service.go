@@ -195,14 +195,7 @@ func udevDataDir(cfg Config) string {
 	if filepath.Clean(cfg.SysRoot) != "/sys" {
 		return ""
 	}
-	return filepath.Join(orRoot(cfg.HostRoot), "run", "udev", "data")
-}
-
-func orRoot(dir string) string {
-	if dir == "" {
-		return "/"
-	}
-	return dir
+	return filepath.Join("/", cfg.HostRoot, "run", "udev", "data")
 }
 
 // newService builds the service around ini; cfg must have its defaults set.
