@@ -40,14 +40,16 @@ test: lint tools build unit
 		echo "=== the first failures, each with the 25 lines before it:"; \
 		grep -n -B25 -A2 -e '--- FAIL' -e '^FAIL' -e 'Error [0-9]' bin/e2e-vm.log | head -n 150; exit 1; }
 
-# The two lanes of `make test`.
+# The two lanes of `make test`. Each step prints how long it took, so a run's
+# log shows which lane CI waited on (docs/e2e.md keeps the figures).
+timed = s=$$(date +%s); $(MAKE) --no-print-directory $(1); rc=$$?; echo "== make $(1): $$rc after $$(( $$(date +%s) - s )) s"; exit $$rc
 lane-vm:
-	@$(MAKE) --no-print-directory fuzz
-	@$(MAKE) --no-print-directory vm
+	@$(call timed,fuzz)
+	@$(call timed,vm)
 lane-e2e:
-	@$(MAKE) --no-print-directory demo
-	@$(MAKE) --no-print-directory e2e
-	@$(MAKE) --no-print-directory kubelet
+	@$(call timed,demo)
+	@$(call timed,e2e)
+	@$(call timed,kubelet)
 
 # Tests that need the binary use the one built here (static, like the image).
 unit: build
