@@ -189,7 +189,7 @@ type fakeInitiator struct {
 	attach  int
 	detach  int
 	fail    map[string]error // method -> its scripted failure
-	// onRelease, if set, runs on ReleaseDeadMaps.
+	// onRelease, if set, runs on ReleaseDeadMapsDuring, before its unmount.
 	onRelease func(iscsi.Target)
 }
 
@@ -229,14 +229,14 @@ func (f *fakeInitiator) Detach(_ context.Context, t iscsi.Target) error {
 	return nil
 }
 
-func (f *fakeInitiator) ReleaseDeadMaps(_ context.Context, t iscsi.Target) error {
+func (f *fakeInitiator) ReleaseDeadMapsDuring(_ context.Context, t iscsi.Target, unmount func() error) error {
 	f.mu.Lock()
 	onRelease := f.onRelease
 	f.mu.Unlock()
 	if onRelease != nil {
 		onRelease(t)
 	}
-	return nil
+	return unmount()
 }
 
 func (f *fakeInitiator) Find(_ context.Context, t iscsi.Target) (*iscsi.Device, error) {

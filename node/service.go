@@ -146,7 +146,7 @@ func (c *Config) setDefaults() error {
 type initiator interface {
 	Attach(ctx context.Context, t iscsi.Target) (*iscsi.Device, error)
 	Detach(ctx context.Context, t iscsi.Target) error
-	ReleaseDeadMaps(ctx context.Context, t iscsi.Target) error
+	ReleaseDeadMapsDuring(ctx context.Context, t iscsi.Target, unmount func() error) error
 	Find(ctx context.Context, t iscsi.Target) (*iscsi.Device, error)
 	Resize(ctx context.Context, t iscsi.Target, minBytes int64) (int64, error)
 }

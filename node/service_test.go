@@ -52,17 +52,18 @@ func (ts *testService) stageISCSI(t *testing.T, vol, fs string) string {
 	return staging
 }
 
-// TestUnstageReleasesDeadMapsBeforeTheUnmount: the unmount of a staged
-// LUN writes, and waits for ever on a map that queues I/O with no path
-// (a LUN unmapped on ONTAP): the initiator gets to release such maps while
-// the file system is still mounted, then the unmount and the detach run.
-func TestUnstageReleasesDeadMapsBeforeTheUnmount(t *testing.T) {
+// TestUnstageUnmountsUnderTheDeadMapWatch: the unmount of a staged LUN
+// writes, and waits for ever on a map that queues I/O with no path (a LUN
+// unmapped on ONTAP): it runs under the initiator's watch of the LUN's
+// maps (ReleaseDeadMapsDuring), which gets it the staging mount, then the
+// detach runs.
+func TestUnstageUnmountsUnderTheDeadMapWatch(t *testing.T) {
 	ts := newTestService(t)
 	staging := ts.stageISCSI(t, "pvc-1", "ext4")
 	var released []string
 	ts.ini.onRelease = func(tgt iscsi.Target) {
 		if ts.host.mountedAt(staging) == nil {
-			t.Error("ReleaseDeadMaps ran after the unmount")
+			t.Error("the unmount ran before the watch began")
 		}
 		released = append(released, tgt.Serial)
 	}
@@ -70,7 +71,7 @@ func TestUnstageReleasesDeadMapsBeforeTheUnmount(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(released) != 1 || released[0] != "serial-pvc-1" || ts.ini.detach != 1 || ts.host.mountedAt(staging) != nil {
-		t.Fatalf("released %v, %d detaches, staging mounted: %v", released, ts.ini.detach, ts.host.mountedAt(staging) != nil)
+		t.Fatalf("watched %v, %d detaches, staging mounted: %v", released, ts.ini.detach, ts.host.mountedAt(staging) != nil)
 	}
 }
 

@@ -360,14 +360,14 @@ func (s *Service) unstage(ctx context.Context, volumeID string, staging requestP
 	if _, err := s.checkMounts(ctx, o, staging, trustPath); err != nil {
 		return err
 	}
+	unmount := func() error { return s.unmountStaging(ctx, staging) }
 	if info != nil && info.Protocol() == tracking.ProtocolBlock {
 		// The unmount writes: to a LUN whose every path is gone (unmapped on
-		// ONTAP) it would wait for ever, queued by dm-multipath.
-		if err := s.iscsi.ReleaseDeadMaps(ctx, iscsiTarget(&info.PublishInfo)); err != nil {
-			return fmt.Errorf("release the LUN's multipath map before the unmount: %w", err)
-		}
+		// ONTAP) it would wait for ever, queued by dm-multipath (docs/design/architecture.md §7.3).
+		staged := unmount
+		unmount = func() error { return s.iscsi.ReleaseDeadMapsDuring(ctx, iscsiTarget(&info.PublishInfo), staged) }
 	}
-	if err := s.unmountStaging(ctx, staging); err != nil {
+	if err := unmount(); err != nil {
 		return err
 	}
 	if info != nil {

@@ -114,7 +114,7 @@ type Config struct {
 	Multipath     MultipathMode
 	// DeadPathGrace is how long, at an unstage, all paths of a LUN's
 	// multipath map may stay failed before it stops queueing I/O
-	// (ReleaseDeadMaps); default 30 s.
+	// (ReleaseDeadMapsDuring); default 30 s.
 	DeadPathGrace time.Duration
 }
 

@@ -17,65 +17,115 @@ import (
 // enough for the unstage to end within kubelet's deadline (2 minutes).
 const defaultDeadPathGrace = 30 * time.Second
 
-// ReleaseDeadMaps makes the LUN's multipath maps that have no usable path
-// — and got none back within the dead-path grace — stop queueing I/O, so
-// that what writes to them fails instead of waiting for ever. ONTAP's
-// multipath settings queue I/O while no path is up (no_path_retry
-// "queue"), which carries I/O through a failover; but a LUN unmapped on
-// ONTAP never gets a path back, and an unmount of its file system, which
-// writes, would hang in the kernel for good: the unstage would never
-// return (docs/design/architecture.md §7.3).
-// Writes not yet on the LUN are lost then; there is nowhere to put them.
-// The node calls it before it unmounts a staged LUN (or detaches a raw
-// one); Detach releases such maps too, without a grace: its caller had it.
-func (c *Client) ReleaseDeadMaps(ctx context.Context, t Target) error {
+// ReleaseDeadMapsDuring runs unmount, the unmount of a file system on the
+// LUN, and watches the LUN's multipath maps while it runs: a map with no
+// usable path stops queueing I/O once it has had none for the dead-path
+// grace, or at once when it has no path left at all. ONTAP's multipath
+// settings queue I/O while no path is up (no_path_retry "queue"), which
+// carries I/O through a failover; but a LUN unmapped on ONTAP never gets a
+// path back, and the unmount, which writes, would wait in the kernel for
+// good (docs/design/architecture.md §7.3). Writes not yet on the LUN are
+// lost then; there is nowhere to put them.
+//
+// The watch runs beside the unmount rather than once before it, because
+// multipathd's checker may fail and reinstate an unmapped LUN's paths in
+// turn (docs/vm.md, defect 9): a look that finds a path "active" proves
+// nothing, and an unmount that began then hung (TestLUNUnmappedWhileStaged,
+// 2026-12-05). So a reinstated path does not restart the grace; what ends
+// the watch is the unmount ending. The watch outlives the caller's context
+// for that reason too: an unmount stuck in the kernel cannot be killed, and
+// only stopping the queueing lets it, and the call, end. An unmount done
+// within deadPathPoll (the common case) asks multipathd nothing.
+func (c *Client) ReleaseDeadMapsDuring(ctx context.Context, t Target, unmount func() error) error {
 	if _, err := t.normalized(); err != nil {
 		return err
 	}
-	if mp, err := c.multipathActive(ctx); err != nil || !mp {
-		return err
-	}
-	t, _, maps, err := c.lunDevices(ctx, t)
-	if err != nil {
-		return err
-	}
-	return c.releaseDead(ctx, t, maps, c.deadPathGrace)
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		c.watchDeadMaps(wctx, t)
+	}()
+	err := unmount()
+	stop()
+	<-watched
+	return err
 }
 
-// releaseDead stops queueing on those of maps that have no active path.
-// A map that still has failed paths gets grace for one to come back; one
-// without any path cannot get one back by waiting.
-func (c *Client) releaseDead(ctx context.Context, t Target, maps []dmMap, grace time.Duration) error {
+// watchDeadMaps is the watch of ReleaseDeadMapsDuring; it ends when ctx does.
+func (c *Client) watchDeadMaps(ctx context.Context, t Target) {
+	log := logrus.WithContext(ctx).WithField("lun", t.Serial)
+	var maps []dmMap
+	deadSince := map[string]time.Time{}
+	released := map[string]bool{}
+	for sleep(ctx, deadPathPoll) == nil {
+		if maps == nil {
+			if mp, err := c.multipathActive(ctx); err != nil || !mp {
+				return
+			}
+			_, _, found, err := c.lunDevices(ctx, t)
+			if err != nil || len(found) == 0 {
+				if err != nil && ctx.Err() == nil {
+					log.WithError(err).Debug("no multipath map of the LUN to watch during the unmount")
+				}
+				return
+			}
+			maps = found
+		}
+		active, ok, err := c.activePaths(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			log.WithError(err).Warn("the unmount of the LUN's file system is still running and multipathd does not answer; asking again")
+			continue
+		case !ok:
+			return // multipathd does not say: leave the maps as they are
+		}
+		now := time.Now()
+		for _, m := range maps {
+			if released[m.mapName] || active[m.mapName] > 0 {
+				continue
+			}
+			first, seen := deadSince[m.mapName]
+			if !seen {
+				first, deadSince[m.mapName] = now, now
+				log.WithFields(logrus.Fields{"map": m.mapName, "grace": c.deadPathGrace}).
+					Info("the LUN's multipath map has no usable path while its file system is unmounted; waiting for one to come back")
+			}
+			slaves, _ := readDirNames(filepath.Join(c.sysRoot, "block", m.name, "slaves"))
+			if len(slaves) > 0 && now.Sub(first) < c.deadPathGrace {
+				continue
+			}
+			if err := c.disableQueueing(ctx, m); err != nil {
+				if ctx.Err() == nil {
+					log.WithError(err).Warn("asking again")
+				}
+				continue
+			}
+			released[m.mapName] = true
+		}
+	}
+}
+
+// releaseDead stops queueing on those of maps that have no active path,
+// at once: Detach calls it before its flush, which would wait for ever on
+// such a map, and the unmount before it had the grace (ReleaseDeadMapsDuring).
+func (c *Client) releaseDead(ctx context.Context, t Target, maps []dmMap) error {
 	if len(maps) == 0 {
 		return nil
 	}
-	deadline := time.Now().Add(grace)
-	var dead []dmMap
-	for {
-		active, ok, err := c.activePaths(ctx)
-		if err != nil {
-			return fmt.Errorf("LUN %q: %w", t.Serial, err)
-		}
-		if !ok {
-			return nil // multipathd does not say: leave the maps as they are
-		}
-		dead, dead = dead[:0], nil
-		waitFor := false
-		for _, m := range maps {
-			if active[m.mapName] == 0 {
-				dead = append(dead, m)
-				slaves, _ := readDirNames(filepath.Join(c.sysRoot, "block", m.name, "slaves"))
-				waitFor = waitFor || len(slaves) > 0
-			}
-		}
-		if len(dead) == 0 || !waitFor || time.Now().After(deadline) {
-			break
-		}
-		if err := sleep(ctx, deadPathPoll); err != nil {
-			return fmt.Errorf("waiting for a usable path of LUN %q: %w", t.Serial, err)
-		}
+	active, ok, err := c.activePaths(ctx)
+	if err != nil {
+		return fmt.Errorf("LUN %q: %w", t.Serial, err)
 	}
-	for _, m := range dead {
+	if !ok {
+		return nil // multipathd does not say: leave the maps as they are
+	}
+	for _, m := range maps {
+		if active[m.mapName] > 0 {
+			continue
+		}
 		if err := c.disableQueueing(ctx, m); err != nil {
 			return err
 		}
@@ -83,9 +133,9 @@ func (c *Client) releaseDead(ctx context.Context, t Target, maps []dmMap, grace 
 	return nil
 }
 
-// deadPathPoll paces the wait for a path to come back: the grace is
-// seconds long, and each look asks multipathd, which is busy with the very
-// paths that are failing.
+// deadPathPoll paces the watch of an unmount: the grace is seconds long,
+// each look asks multipathd, which is busy with the very paths that are
+// failing, and most unmounts end before the first look.
 const deadPathPoll = 250 * time.Millisecond
 
 // multipathdTimeout bounds each multipathd command of a dead-map release.

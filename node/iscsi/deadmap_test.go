@@ -2,6 +2,7 @@ package iscsi
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -9,24 +10,37 @@ import (
 	"time"
 )
 
-// TestReleaseDeadMaps: a LUN's map whose every path failed stops queueing
-// once none has come back within the grace; one with a usable path, or
-// whose path comes back, keeps queueing; one without any path stops at
-// once, as waiting cannot bring a path back to it.
-func TestReleaseDeadMaps(t *testing.T) {
+// TestReleaseDeadMapsDuring: while the unmount of a LUN's file system
+// runs, a map whose every path failed stops queueing once it has had no
+// usable path for the grace, even when multipathd's checker reinstates the
+// paths in between (an unmapped LUN); one with a usable path, or whose
+// path comes back and lets the unmount end, keeps queueing; one without
+// any path stops at once, as waiting cannot bring a path back to it; and
+// an unmount that ends at once asks multipathd nothing. The fake unmount
+// is the kernel's: it ends when its writes can go somewhere (a path is
+// usable, or queueing stopped and they fail), and in the "unmount ends by
+// itself" cases after a moment.
+func TestReleaseDeadMapsDuring(t *testing.T) {
 	mapName := "3600a0980" + hexSerial(testSerial)
+	active, failed := mapName+" active\n", mapName+" failed\n"
 	for _, tc := range []struct {
-		name    string
-		paths   []string // "show paths" answers in turn, the last repeats
-		slaves  bool     // the map still has its (failed) paths
-		release bool
-		waits   bool // for the grace
+		name       string
+		paths      []string // "show paths" answers in turn, the last repeats
+		cycle      bool     // the answers repeat from the first instead
+		slaves     bool     // the map still has its (failed) paths
+		endsOnPath bool     // a usable path lets the unmount's writes through
+		endsAfter  time.Duration
+		release    bool
+		waits      bool // for the grace
+		asks       bool // multipathd is asked about paths at all
 	}{
-		{"a path is up", []string{mapName + " active\n" + mapName + " failed\n"}, true, false, false},
-		{"every path failed", []string{mapName + " failed\n" + mapName + " failed\n"}, true, true, true},
-		{"a path comes back", []string{mapName + " failed\n", mapName + " failed\n", mapName + " active\n"}, true, false, false},
-		{"no path left", []string{""}, false, true, false},
-		{"multipathd says nothing usable", []string{"garbage line here\n"}, true, false, false},
+		{"unmount ends at once", []string{failed}, false, true, false, time.Millisecond, false, false, false},
+		{"a path is up", []string{active + failed}, false, true, true, 0, false, false, true},
+		{"every path failed", []string{failed + failed}, false, true, false, 0, true, true, true},
+		{"a path comes back", []string{failed, failed, active}, false, true, true, 0, false, false, true},
+		{"paths failed and reinstated in turn", []string{failed, failed, active}, true, true, false, 0, true, true, true},
+		{"no path left", []string{""}, false, false, false, 0, true, false, true},
+		{"multipathd says nothing usable", []string{"garbage line here\n"}, false, true, false, time.Second, false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeSys(t)
@@ -38,7 +52,9 @@ func TestReleaseDeadMaps(t *testing.T) {
 				f.mpathMap("dm-1", "mpath-"+mapName, 1<<30)
 			}
 			var mu sync.Mutex
-			answers := tc.paths
+			answers := append([]string(nil), tc.paths...)
+			writesGo := make(chan struct{})
+			var once sync.Once
 			ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
 				cmd := strings.Join(argv, " ")
 				switch {
@@ -48,11 +64,18 @@ func TestReleaseDeadMaps(t *testing.T) {
 					mu.Lock()
 					defer mu.Unlock()
 					out := answers[0]
-					if len(answers) > 1 {
+					switch {
+					case tc.cycle:
+						answers = append(answers[1:], out)
+					case len(answers) > 1:
 						answers = answers[1:]
+					}
+					if tc.endsOnPath && strings.Contains(out, "active") {
+						once.Do(func() { close(writesGo) })
 					}
 					return []byte(out), nil
 				case cmd == "multipathd disablequeueing map "+mapName:
+					once.Do(func() { close(writesGo) })
 					return []byte("ok\n"), nil
 				case cmd == "iscsiadm -m session":
 					return sessionLines(1), nil
@@ -63,8 +86,25 @@ func TestReleaseDeadMaps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			unmount := func() error {
+				ends := time.After(10 * time.Second) // the kernel would wait for ever
+				if tc.endsAfter > 0 {
+					ends = time.After(tc.endsAfter)
+				} else if tc.endsAfter < 0 {
+					return nil
+				}
+				select {
+				case <-writesGo:
+					return nil
+				case <-ends:
+					if tc.endsAfter > 0 {
+						return nil
+					}
+					return errors.New("unmount still waiting on the map")
+				}
+			}
 			start := time.Now()
-			if err := c.ReleaseDeadMaps(context.Background(), testTarget()); err != nil {
+			if err := c.ReleaseDeadMapsDuring(context.Background(), testTarget(), unmount); err != nil {
 				t.Fatalf("%v\n%s", err, ex.log())
 			}
 			took := time.Since(start)
@@ -74,7 +114,54 @@ func TestReleaseDeadMaps(t *testing.T) {
 			if waited := took >= 2*time.Second; waited != tc.waits {
 				t.Fatalf("took %s: waited for the grace %v, want %v", took, waited, tc.waits)
 			}
+			if asked := ex.called("multipathd show paths") > 0; asked != tc.asks {
+				t.Fatalf("multipathd asked about paths: %v, want %v\n%s", asked, tc.asks, ex.log())
+			}
 		})
+	}
+}
+
+// TestReleaseDeadMapsDuringOutlivesTheCaller: an unmount stuck on a dead
+// map cannot be killed, so the watch goes on after the caller's context
+// ended and stops the queueing after the grace, which lets the unmount,
+// and with it the call, end.
+func TestReleaseDeadMapsDuringOutlivesTheCaller(t *testing.T) {
+	mapName := "3600a0980" + hexSerial(testSerial)
+	f := newFakeSys(t)
+	f.session(1)
+	f.device(1, 3, "sdb", testSerial, 1<<30)
+	f.mpathMap("dm-1", "mpath-"+mapName, 1<<30, "sdb")
+	released := make(chan struct{})
+	ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+		switch cmd := strings.Join(argv, " "); cmd {
+		case "multipathd show daemon":
+			return []byte("pid 42 idle\n"), nil
+		case "multipathd show paths raw format %m %t":
+			return []byte(mapName + " failed\n"), nil
+		case "multipathd disablequeueing map " + mapName:
+			close(released)
+			return []byte("ok\n"), nil
+		case "iscsiadm -m session":
+			return sessionLines(1), nil
+		}
+		return nil, nil
+	}}
+	c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = c.ReleaseDeadMapsDuring(ctx, testTarget(), func() error {
+		select {
+		case <-released:
+			return nil
+		case <-time.After(10 * time.Second):
+			return errors.New("unmount still waiting on the map")
+		}
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, ex.log())
 	}
 }
 
@@ -131,12 +218,10 @@ func (h hangingPaths) Run(ctx context.Context, name string, args ...string) ([]b
 	return h.fakeExec.Run(ctx, name, args...)
 }
 
-// TestReleaseDeadMapsWhenMultipathdDoesNotAnswer: the release fails within
-// its bound with an error that names multipathd and the command, and
-// stops nothing queueing, instead of hanging until the caller's deadline.
-func TestReleaseDeadMapsWhenMultipathdDoesNotAnswer(t *testing.T) {
-	defer func(d time.Duration) { multipathdTimeout = d }(multipathdTimeout)
-	multipathdTimeout = 200 * time.Millisecond
+// TestReleaseDeadMapsDuringWhenMultipathdDoesNotAnswer: a multipathd that
+// does not answer neither holds up an unmount that ends (the call returns
+// when the unmount does) nor gets a map's queueing stopped.
+func TestReleaseDeadMapsDuringWhenMultipathdDoesNotAnswer(t *testing.T) {
 	mapName := "3600a0980" + hexSerial(testSerial)
 	f := newFakeSys(t)
 	f.session(1)
@@ -151,22 +236,22 @@ func TestReleaseDeadMapsWhenMultipathdDoesNotAnswer(t *testing.T) {
 		}
 		return nil, nil
 	}}
-	c, err := New(Config{Exec: hangingPaths{ex}, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: time.Hour})
+	c, err := New(Config{Exec: hangingPaths{ex}, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	start := time.Now()
-	err = c.ReleaseDeadMaps(ctx, testTarget())
-	if err == nil || !strings.Contains(err.Error(), `multipathd did not answer "show paths raw format %m %t" within 200ms`) {
-		t.Fatalf("ReleaseDeadMaps: %v, want multipathd's silence named\n%s", err, ex.log())
+	err = c.ReleaseDeadMapsDuring(context.Background(), testTarget(), func() error {
+		time.Sleep(time.Second)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("ReleaseDeadMapsDuring: %v\n%s", err, ex.log())
 	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Errorf("took %s: the caller's deadline, not multipathd's bound", took)
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("took %s after an unmount of 1s: the watch held the call", took)
 	}
-	if ex.called("multipathd disablequeueing") != 0 {
-		t.Errorf("queueing disabled without multipathd's answer\n%s", ex.log())
+	if ex.called("multipathd show paths") == 0 || ex.called("multipathd disablequeueing") != 0 {
+		t.Errorf("want multipathd asked and no queueing stopped without its answer\n%s", ex.log())
 	}
-	t.Log(err)
 }

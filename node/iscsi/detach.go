@@ -26,9 +26,9 @@ func (c *Client) Detach(ctx context.Context, t Target) error {
 	}
 	log := t.log(ctx)
 	// A flush of a map that queues I/O with no path left waits for ever.
-	// The caller gave the paths their grace (ReleaseDeadMaps).
+	// The caller's unmount gave the paths their grace (ReleaseDeadMapsDuring).
 	if mp, err := c.multipathActive(ctx); err == nil && mp && len(maps) > 0 {
-		if err := c.releaseDead(ctx, t, maps, 0); err != nil {
+		if err := c.releaseDead(ctx, t, maps); err != nil {
 			return err
 		}
 	}
