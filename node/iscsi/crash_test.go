@@ -157,7 +157,7 @@ func TestCrashDuringAttachAndDetach(t *testing.T) {
 				}
 			}
 			t.Logf("detach: killed before each of %d steps and retried", steps)
-			if bound := r.state().StillBound(); len(bound) != 0 {
+			if bound := r.env.LeakedLoops(); len(bound) != 0 {
 				t.Fatalf("loop devices still bound: %v", bound)
 			}
 		})

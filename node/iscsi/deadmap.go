@@ -29,83 +29,124 @@ const defaultDeadPathGrace = 30 * time.Second
 //
 // The watch runs beside the unmount rather than once before it, because
 // multipathd's checker may fail and reinstate an unmapped LUN's paths in
-// turn (docs/vm.md, defect 9): a look that finds a path "active" proves
-// nothing, and an unmount that began then hung (TestLUNUnmappedWhileStaged,
-// 2026-12-05). So a reinstated path does not restart the grace; what ends
-// the watch is the unmount ending. The watch outlives the caller's context
-// for that reason too: an unmount stuck in the kernel cannot be killed, and
-// only stopping the queueing lets it, and the call, end. An unmount done
-// within deadPathPoll (the common case) asks multipathd nothing.
+// turn (docs/vm.md, defects 9 and 11): a look that finds a path "active"
+// proves nothing, and an unmount that began then hung. So a reinstated
+// path does not restart the grace, and the watch outlives the caller's
+// context: an unmount stuck in the kernel cannot be killed, and only
+// stopping the queueing lets it, and the call, end.
+//
+// An unmount that fails (busy: a process of the fenced pod is stuck
+// writing to the dead map and holds the file system) is not retried by
+// waiting: the maps get the rest of their grace, those still or once
+// without a path stop queueing, which fails the stuck writes, and the
+// unmount runs once more. An unmount that ends within deadPathPoll, the
+// common case, asks multipathd nothing.
 func (c *Client) ReleaseDeadMapsDuring(ctx context.Context, t Target, unmount func() error) error {
 	if _, err := t.normalized(); err != nil {
 		return err
 	}
+	w := &deadMapWatch{c: c, t: t, deadSince: map[string]time.Time{}, released: map[string]bool{}}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		c.watchDeadMaps(wctx, t)
+		for sleep(wctx, deadPathPoll) == nil {
+			if _, done := w.look(wctx, "the unmount of its file system runs"); done {
+				return
+			}
+		}
 	}()
 	err := unmount()
 	stop()
 	<-watched
-	return err
-}
-
-// watchDeadMaps is the watch of ReleaseDeadMapsDuring; it ends when ctx does.
-func (c *Client) watchDeadMaps(ctx context.Context, t Target) {
-	log := logrus.WithContext(ctx).WithField("lun", t.Serial)
-	var maps []dmMap
-	deadSince := map[string]time.Time{}
-	released := map[string]bool{}
-	for sleep(ctx, deadPathPoll) == nil {
-		if maps == nil {
-			if mp, err := c.multipathActive(ctx); err != nil || !mp {
-				return
-			}
-			_, _, found, err := c.lunDevices(ctx, t)
-			if err != nil || len(found) == 0 {
-				if err != nil && ctx.Err() == nil {
-					log.WithError(err).Debug("no multipath map of the LUN to watch during the unmount")
-				}
-				return
-			}
-			maps = found
-		}
-		active, ok, err := c.activePaths(ctx)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			log.WithError(err).Warn("the unmount of the LUN's file system is still running and multipathd does not answer; asking again")
-			continue
-		case !ok:
-			return // multipathd does not say: leave the maps as they are
-		}
-		now := time.Now()
-		for _, m := range maps {
-			if released[m.mapName] || active[m.mapName] > 0 {
-				continue
-			}
-			first, seen := deadSince[m.mapName]
-			if !seen {
-				first, deadSince[m.mapName] = now, now
-				log.WithFields(logrus.Fields{"map": m.mapName, "grace": c.deadPathGrace}).
-					Info("the LUN's multipath map has no usable path while its file system is unmounted; waiting for one to come back")
-			}
-			slaves, _ := readDirNames(filepath.Join(c.sysRoot, "block", m.name, "slaves"))
-			if len(slaves) > 0 && now.Sub(first) < c.deadPathGrace {
-				continue
-			}
-			if err := c.disableQueueing(ctx, m); err != nil {
-				if ctx.Err() == nil {
-					log.WithError(err).Warn("asking again")
-				}
-				continue
-			}
-			released[m.mapName] = true
+	if err == nil {
+		return nil
+	}
+	for {
+		pending, done := w.look(ctx, "its file system could not be unmounted")
+		if done || !pending || sleep(ctx, deadPathPoll) != nil {
+			break
 		}
 	}
+	if len(w.released) == 0 {
+		return err
+	}
+	return unmount()
+}
+
+// deadMapWatch is the state of one ReleaseDeadMapsDuring: the LUN's maps,
+// when each was first seen without a usable path, and which stopped
+// queueing. The watch's goroutine and the call use it in turn, never at once.
+type deadMapWatch struct {
+	c         *Client
+	t         Target
+	maps      []dmMap // nil until the first look
+	deadSince map[string]time.Time
+	released  map[string]bool
+}
+
+// look asks multipathd about the maps once, and stops the queueing of
+// those whose grace has run out. pending says a map seen without a usable
+// path still queues; done that there is nothing (more) to watch: no
+// multipathd, no map, an answer it cannot read, or ctx ended.
+func (w *deadMapWatch) look(ctx context.Context, while string) (pending, done bool) {
+	c := w.c
+	log := logrus.WithContext(ctx).WithField("lun", w.t.Serial)
+	if w.maps == nil {
+		if mp, err := c.multipathActive(ctx); err != nil || !mp {
+			return false, true
+		}
+		_, _, found, err := c.lunDevices(ctx, w.t)
+		if err != nil || len(found) == 0 {
+			if err != nil && ctx.Err() == nil {
+				log.WithError(err).Debug("no multipath map of the LUN to watch")
+			}
+			return false, true
+		}
+		w.maps = found
+	}
+	active, ok, err := c.activePaths(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return false, true
+	case err != nil:
+		log.WithError(err).Warn("multipathd does not answer while " + while + "; asking again")
+		return true, false
+	case !ok:
+		return false, true // multipathd does not say: leave the maps as they are
+	}
+	now := time.Now()
+	for _, m := range w.maps {
+		if w.released[m.mapName] {
+			continue
+		}
+		first, seen := w.deadSince[m.mapName]
+		usable := active[m.mapName] > 0
+		if usable && !seen {
+			continue
+		}
+		if !seen {
+			first, w.deadSince[m.mapName] = now, now
+			log.WithFields(logrus.Fields{"map": m.mapName, "grace": c.deadPathGrace}).
+				Info("the LUN's multipath map has no usable path while " + while + "; waiting for one to come back")
+		}
+		// Once seen without a path, a map's path may be reinstated and fail
+		// again in turn: only the grace ends its wait.
+		slaves, _ := readDirNames(filepath.Join(c.sysRoot, "block", m.name, "slaves"))
+		if (usable || len(slaves) > 0) && now.Sub(first) < c.deadPathGrace {
+			pending = true
+			continue
+		}
+		if err := c.disableQueueing(ctx, m); err != nil {
+			if ctx.Err() == nil {
+				log.WithError(err).Warn("asking again")
+			}
+			pending = true
+			continue
+		}
+		w.released[m.mapName] = true
+	}
+	return pending, false
 }
 
 // releaseDead stops queueing on those of maps that have no active path,

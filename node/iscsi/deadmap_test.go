@@ -121,6 +121,74 @@ func TestReleaseDeadMapsDuring(t *testing.T) {
 	}
 }
 
+// TestReleaseDeadMapsDuringAfterABusyUnmount: an unmount refused as busy
+// because the fenced pod's process is stuck writing to a map without a
+// path is run again once the map's grace ran out and its queueing stopped
+// (which fails the stuck writes); one refused on a map whose paths are
+// up returns its error at once, after one look.
+func TestReleaseDeadMapsDuringAfterABusyUnmount(t *testing.T) {
+	mapName := "3600a0980" + hexSerial(testSerial)
+	for _, tc := range []struct {
+		name    string
+		paths   string
+		release bool
+		wantErr bool
+	}{
+		{"every path failed", mapName + " failed\n" + mapName + " failed\n", true, false},
+		{"the paths are up", mapName + " active\n" + mapName + " active\n", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSys(t)
+			f.session(1)
+			f.device(1, 3, "sdb", testSerial, 1<<30)
+			f.mpathMap("dm-1", "mpath-"+mapName, 1<<30, "sdb")
+			var mu sync.Mutex
+			released := false
+			ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+				switch cmd := strings.Join(argv, " "); cmd {
+				case "multipathd show daemon":
+					return []byte("pid 42 idle\n"), nil
+				case "multipathd show paths raw format %m %t":
+					return []byte(tc.paths), nil
+				case "multipathd disablequeueing map " + mapName:
+					mu.Lock()
+					released = true
+					mu.Unlock()
+					return []byte("ok\n"), nil
+				case "iscsiadm -m session":
+					return sessionLines(1), nil
+				}
+				return nil, nil
+			}}
+			c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			unmounts := 0
+			start := time.Now()
+			err = c.ReleaseDeadMapsDuring(context.Background(), testTarget(), func() error {
+				unmounts++
+				mu.Lock()
+				defer mu.Unlock()
+				if !released {
+					return errors.New("umount: target is busy")
+				}
+				return nil
+			})
+			took := time.Since(start)
+			if (err != nil) != tc.wantErr || released != tc.release {
+				t.Fatalf("err %v, released %v; want error %v, released %v\n%s", err, released, tc.wantErr, tc.release, ex.log())
+			}
+			if tc.release && (unmounts != 2 || took < time.Second) {
+				t.Fatalf("%d unmounts in %s, want the second after the grace", unmounts, took)
+			}
+			if !tc.release && (unmounts != 1 || took > 500*time.Millisecond || ex.called("multipathd show paths") != 1) {
+				t.Fatalf("%d unmounts in %s, want one and one look\n%s", unmounts, took, ex.log())
+			}
+		})
+	}
+}
+
 // TestReleaseDeadMapsDuringOutlivesTheCaller: an unmount stuck on a dead
 // map cannot be killed, so the watch goes on after the caller's context
 // ended and stops the queueing after the grace, which lets the unmount,

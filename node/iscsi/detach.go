@@ -17,46 +17,33 @@ import (
 // not attached succeeds, and still logs out of idle sessions, so an unstage
 // after a failed stage cleans up what the stage left.
 func (c *Client) Detach(ctx context.Context, t Target) error {
-	// Maps first (unstage order: unmount, flush map, remove paths, log
-	// out): a path cannot be deleted from under a live map cleanly. Maps
-	// found by serial and WWID as well, so one left without paths goes too.
-	t, paths, maps, err := c.lunDevices(ctx, t)
-	if err != nil {
-		return err
+	var l lunInDetach
+	for attempt := 1; ; attempt++ {
+		var err error
+		if l, err = c.releaseMaps(ctx, t); err != nil {
+			return err
+		}
+		if l.busy == "" {
+			break
+		}
+		// multipathd may build the LUN's map at any moment after the
+		// login: a stage that gave up waiting for it, then this unstage,
+		// meet it late (TestMultipathMapLateOrNever "never", in the VM:
+		// the map claimed the paths between the listing of maps and this
+		// check). Such a map is the LUN's, found by its paths' serial on
+		// the next look, and flushed with the others.
+		if attempt >= lateMapAttempts {
+			return fmt.Errorf("%w: %s (LUN %d of %s) is still open or mounted", ErrDeviceInUse, l.busy, l.t.LUN, l.t.IQN)
+		}
+		l.t.log(ctx).WithField("device", l.busy).Debug("a path of the LUN is in use after its maps were flushed; looking for a map that came late")
+		if err := sleep(ctx, flushRetryDelay); err != nil {
+			return err
+		}
 	}
+	t, paths, maps := l.t, l.paths, l.maps
 	log := t.log(ctx)
-	// A flush of a map that queues I/O with no path left waits for ever.
-	// The caller's unmount gave the paths their grace (ReleaseDeadMapsDuring).
-	if mp, err := c.multipathActive(ctx); err == nil && mp && len(maps) > 0 {
-		if err := c.releaseDead(ctx, t, maps); err != nil {
-			return err
-		}
-	}
-	// A path under a map was written through the map only, and flushMap
-	// wrote the map out: flushing the path again has nothing to write.
-	underMap := map[string]bool{}
 	for _, p := range paths {
-		if hs, err := c.holders(p.dev.name); err == nil && len(hs) > 0 {
-			underMap[p.dev.name] = true
-		}
-	}
-	for _, m := range maps {
-		if err := c.flushMap(ctx, m); err != nil {
-			return err
-		}
-	}
-
-	for _, p := range paths {
-		busy, err := c.inUse(p.dev.name)
-		if err != nil {
-			return err
-		}
-		if busy {
-			return fmt.Errorf("%w: %s (LUN %d of %s) is still open or mounted", ErrDeviceInUse, p.dev.name, t.LUN, t.IQN)
-		}
-	}
-	for _, p := range paths {
-		if p.node != "" && !underMap[p.dev.name] {
+		if p.node != "" && !l.underMap[p.dev.name] {
 			if _, err := c.run(ctx, "blockdev", "--flushbufs", p.node); err != nil {
 				log.WithField("device", p.node).WithError(toolErr(err)).Warn("flushing buffers before removing the path failed")
 			}
@@ -193,4 +180,62 @@ func containsString(ss []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// lateMapAttempts bounds Detach's looks for a multipath map that claimed
+// the LUN's paths after it listed the maps.
+const lateMapAttempts = 3
+
+// lunInDetach is what a detach found of the LUN: its paths and maps,
+// which paths were under a map, and a path still in use after the maps
+// were flushed (held by a map that came late, or by a mount on the path).
+type lunInDetach struct {
+	t        Target
+	paths    []pathDev
+	maps     []dmMap
+	underMap map[string]bool
+	busy     string
+}
+
+// releaseMaps lists the LUN's paths and maps, stops dead maps queueing and
+// flushes the maps.
+func (c *Client) releaseMaps(ctx context.Context, t Target) (lunInDetach, error) {
+	// Maps first (unstage order: unmount, flush map, remove paths, log
+	// out): a path cannot be deleted from under a live map cleanly. Maps
+	// found by serial and WWID as well, so one left without paths goes too.
+	t, paths, maps, err := c.lunDevices(ctx, t)
+	l := lunInDetach{t: t, paths: paths, maps: maps, underMap: map[string]bool{}}
+	if err != nil {
+		return l, err
+	}
+	// A flush of a map that queues I/O with no path left waits for ever.
+	// The caller's unmount gave the paths their grace (ReleaseDeadMapsDuring).
+	if mp, err := c.multipathActive(ctx); err == nil && mp && len(maps) > 0 {
+		if err := c.releaseDead(ctx, t, maps); err != nil {
+			return l, err
+		}
+	}
+	// A path under a map was written through the map only, and flushMap
+	// wrote the map out: flushing the path again has nothing to write.
+	for _, p := range paths {
+		if hs, err := c.holders(p.dev.name); err == nil && len(hs) > 0 {
+			l.underMap[p.dev.name] = true
+		}
+	}
+	for _, m := range maps {
+		if err := c.flushMap(ctx, m); err != nil {
+			return l, err
+		}
+	}
+	for _, p := range paths {
+		inUse, err := c.inUse(p.dev.name)
+		if err != nil {
+			return l, err
+		}
+		if inUse {
+			l.busy = p.dev.name
+			break
+		}
+	}
+	return l, nil
 }

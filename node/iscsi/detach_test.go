@@ -303,3 +303,57 @@ func TestDetachRetriesAFlushRefusedWithNothingHolding(t *testing.T) {
 		})
 	}
 }
+
+// A multipath map that claims the LUN's paths after Detach listed the maps
+// (multipathd building it late, after a stage gave up waiting: seen on the
+// real kernel) is found on a later look and flushed; a path that stays in
+// use (mounted on the path itself) fails the detach after lateMapAttempts.
+func TestDetachFlushesAMapThatCameLate(t *testing.T) {
+	mapName := "3600a0980" + hexSerial(testSerial)
+	for _, tc := range []struct {
+		name    string
+		mapLate bool // else a holder that is no map of the LUN stays
+		wantErr bool
+	}{
+		{"map came late", true, false},
+		{"path stays in use", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSys(t)
+			f.session(1)
+			f.device(1, 3, "sdb", testSerial, 1<<30)
+			f.kernel(t, []int{1}, testSerial)
+			// What the first look sees: the path held, by no map it lists.
+			f.link(filepath.Join(f.sys, "block", "sdb"), filepath.Join(f.sys, "block", "sdb", "holders", "dm-1"))
+			ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+				switch cmd := strings.Join(argv, " "); {
+				case cmd == "iscsiadm -m session":
+					return sessionLines(1), nil
+				case cmd == "multipathd show daemon":
+					return []byte("pid 42 idle\n"), nil
+				case cmd == "multipathd show paths raw format %m %t":
+					return []byte(mapName + " active\n"), nil
+				case cmd == "multipath -f "+mapName:
+					f.removeMap("dm-1", "sdb")
+				case argv[0] == "iscsiadm" && argv[len(argv)-1] == "-u":
+					os.RemoveAll(f.sessionDir(1))
+				}
+				return nil, nil
+			}}
+			c := newTestClient(t, f, ex, MultipathAuto)
+			if tc.mapLate {
+				time.AfterFunc(100*time.Millisecond, func() {
+					os.Remove(filepath.Join(f.sys, "block", "sdb", "holders", "dm-1"))
+					f.mpathMap("dm-1", "mpath-"+mapName, 1<<30, "sdb")
+				})
+			}
+			err := c.Detach(context.Background(), testTarget())
+			if (err != nil) != tc.wantErr || tc.wantErr && !errors.Is(err, ErrDeviceInUse) {
+				t.Fatalf("Detach = %v, want error %v\n%s", err, tc.wantErr, ex.log())
+			}
+			if flushed := ex.called("multipath -f "+mapName) == 1; flushed != tc.mapLate {
+				t.Fatalf("late map flushed: %v, want %v\n%s", flushed, tc.mapLate, ex.log())
+			}
+		})
+	}
+}

@@ -172,7 +172,7 @@ func TestAttachDetachSinglePath(t *testing.T) {
 	if st := r.state(); len(st.Sessions) != 0 || len(st.Nodes) != 0 || len(st.Loops()) != 0 {
 		t.Fatalf("after detach: %+v", st)
 	}
-	if bound := r.state().StillBound(); len(bound) != 0 {
+	if bound := r.env.LeakedLoops(); len(bound) != 0 {
 		t.Fatalf("loop devices still bound: %v", bound)
 	}
 	if dev, err := r.client.Find(ctx(t), tgt); dev != nil || err != nil {

@@ -302,15 +302,15 @@ func (e *Env) stop(t testing.TB) {
 	if err := cmd.Run(); err != nil {
 		t.Errorf("iSCSI shim teardown: %v: %s", err, out.String())
 	}
-	if leaked := e.leakedLoops(); len(leaked) > 0 {
+	if leaked := e.LeakedLoops(); len(leaked) > 0 {
 		t.Errorf("iSCSI shim left loop devices behind: %v", leaked)
 	}
 }
 
-// leakedLoops lists loop devices the shim attached that are still bound.
+// LeakedLoops lists loop devices the shim attached that are still bound.
 // A path under a flushed map is released by the kernel at the map's last
 // close, which may lag the detach a little.
-func (e *Env) leakedLoops() []string {
+func (e *Env) LeakedLoops() []string {
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		st, err := shim.LoadState(e.StateDir)
 		if err != nil {
