@@ -188,6 +188,7 @@ type fakeInitiator struct {
 	size    int64
 	attach  int
 	detach  int
+	find    int
 	fail    map[string]error // method -> its scripted failure
 	// onRelease, if set, runs on ReleaseDeadMapsDuring, before its unmount.
 	onRelease func(iscsi.Target)
@@ -242,6 +243,7 @@ func (f *fakeInitiator) ReleaseDeadMapsDuring(_ context.Context, t iscsi.Target,
 func (f *fakeInitiator) Find(_ context.Context, t iscsi.Target) (*iscsi.Device, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.find++
 	if err := f.fail["Find"]; err != nil {
 		return nil, err
 	}

@@ -43,8 +43,19 @@ func mountID(mi mount.MountInfo) string { return fmt.Sprintf("%d:%d:%s", mi.Majo
 type ownership struct {
 	volumeID string
 	info     *tracking.Info            // this volume's state; nil if there is none
-	lun      *lunDevice                // an iSCSI volume's LUN as attached now; nil if not
 	others   map[string]*tracking.Info // every other volume's state on the node
+	// lun is an iSCSI volume's LUN as attached now, nil if not; findLUN,
+	// when set, looks it up on first use (attachedLUN).
+	lun     *lunDevice
+	findLUN func() *lunDevice
+}
+
+// attachedLUN is o.lun, looked up now if that was left for later.
+func (o *ownership) attachedLUN() *lunDevice {
+	if o.findLUN != nil {
+		o.lun, o.findLUN = o.findLUN(), nil
+	}
+	return o.lun
 }
 
 // lunDevice is an attached LUN's device.
@@ -56,7 +67,9 @@ type lunDevice struct {
 
 // ownership gathers it for volumeID. With strict, a LUN that cannot be
 // looked up is an error; otherwise (a cleanup, which must not depend on
-// iscsiadm answering) it only leaves the LUN unknown.
+// iscsiadm answering) it only leaves the LUN unknown, and is looked up
+// only if a mount needs it: one that the record does not identify (mine).
+// An unpublish or unstage of what the record made asks sysfs for nothing.
 func (s *Service) ownership(ctx context.Context, volumeID string, info *tracking.Info, strict bool) (*ownership, error) {
 	others, err := s.state.Others(volumeID)
 	if err != nil {
@@ -66,20 +79,34 @@ func (s *Service) ownership(ctx context.Context, volumeID string, info *tracking
 	if info == nil || info.Protocol() != tracking.ProtocolBlock {
 		return o, nil
 	}
-	dev, err := s.iscsi.Find(ctx, iscsiTarget(&info.PublishInfo))
-	switch {
-	case err != nil && strict:
-		return nil, fmt.Errorf("find the LUN of volume %s: %w", volumeID, err)
-	case err != nil:
-		logrus.WithContext(ctx).WithField("volume", volumeID).WithError(err).Warn("cannot look up the LUN; telling its mounts by their record alone")
-	case dev != nil:
-		o.lun = &lunDevice{path: dev.Path}
-		var st unix.Stat_t
-		if unix.Stat(dev.Path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
-			o.lun.rdev, o.lun.block = st.Rdev, true
+	if !strict {
+		o.findLUN = func() *lunDevice {
+			lun, err := s.findLUN(ctx, info)
+			if err != nil {
+				logrus.WithContext(ctx).WithField("volume", volumeID).WithError(err).Warn("cannot look up the LUN; telling its mounts by their record alone")
+			}
+			return lun
 		}
+		return o, nil
+	}
+	if o.lun, err = s.findLUN(ctx, info); err != nil {
+		return nil, fmt.Errorf("find the LUN of volume %s: %w", volumeID, err)
 	}
 	return o, nil
+}
+
+// findLUN returns the volume's LUN as attached now, nil if it is not.
+func (s *Service) findLUN(ctx context.Context, info *tracking.Info) (*lunDevice, error) {
+	dev, err := s.iscsi.Find(ctx, iscsiTarget(&info.PublishInfo))
+	if err != nil || dev == nil {
+		return nil, err
+	}
+	lun := &lunDevice{path: dev.Path}
+	var st unix.Stat_t
+	if unix.Stat(dev.Path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		lun.rdev, lun.block = st.Rdev, true
+	}
+	return lun, nil
 }
 
 // another returns the other volume whose record names path, or whose record
@@ -128,16 +155,17 @@ func (o *ownership) mine(path, seenPath string, mi mount.MountInfo) bool {
 // lunMounted reports a mount of the LUN's file system, or a bind of its
 // device (raw block) on the path.
 func (o *ownership) lunMounted(seenPath string, mi mount.MountInfo) bool {
-	if o.lun == nil {
+	lun := o.attachedLUN()
+	if lun == nil {
 		// Not attached (any more): only the device path it was mounted
 		// from names it. Multipath names (/dev/mapper/<WWID>) are the
 		// LUN's own.
 		return o.info.Device() != "" && mi.Source == o.info.Device()
 	}
-	if !o.lun.block {
-		return mi.Source == o.lun.path
+	if !lun.block {
+		return mi.Source == lun.path
 	}
-	if uint32(mi.Major) == unix.Major(o.lun.rdev) && uint32(mi.Minor) == unix.Minor(o.lun.rdev) {
+	if uint32(mi.Major) == unix.Major(lun.rdev) && uint32(mi.Minor) == unix.Minor(lun.rdev) {
 		return true
 	}
 	if o.info.FilesystemType != fsRaw {
@@ -145,7 +173,7 @@ func (o *ownership) lunMounted(seenPath string, mi mount.MountInfo) bool {
 	}
 	// A device bound on a file: the mount is /dev's, the node is the LUN's.
 	var st unix.Stat_t
-	return unix.Stat(seenPath, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == o.lun.rdev
+	return unix.Stat(seenPath, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == lun.rdev
 }
 
 // mountCheck is what checkMounts found at a path.
