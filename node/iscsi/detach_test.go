@@ -127,17 +127,13 @@ func TestDetachFlushesMapsIncludingGhosts(t *testing.T) {
 	if ex.called("multipath -f 3600a0980"+hexSerial(otherSer)) != 0 {
 		t.Fatal("flushed another LUN's map")
 	}
-	// Only the live map's buffers are flushed (a map without paths would
-	// block), and its path is not flushed again after the map was: it was
-	// written through the map only (issue 18).
-	if n := ex.called("blockdev --flushbufs " + filepath.Join(f.dev, "dm-1")); n != 1 {
-		t.Fatalf("%d flushes of the live map's buffers, want 1:\n%s", n, ex.log())
-	}
-	if ex.called("blockdev --flushbufs "+filepath.Join(f.dev, "sdb")) != 0 {
-		t.Fatalf("path flushed again after its map:\n%s", ex.log())
-	}
-	if ex.called("blockdev --flushbufs "+filepath.Join(f.dev, "dm-9")) != 0 {
-		t.Fatal("flushed the buffers of a map without paths")
+	// No device of a map runs blockdev --flushbufs (issue 18): the map
+	// was written out at its last close and multipath -f turns its
+	// queueing off, and its path was written through the map only.
+	for _, dev := range []string{"dm-1", "dm-9", "sdb"} {
+		if n := ex.called("blockdev --flushbufs " + filepath.Join(f.dev, dev)); n != 0 {
+			t.Errorf("%d blockdev --flushbufs of %s, want none:\n%s", n, dev, ex.log())
+		}
 	}
 }
 

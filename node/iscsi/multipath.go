@@ -228,18 +228,19 @@ const (
 	flushRetryDelay = 500 * time.Millisecond
 )
 
-// flushMap writes out and removes a multipath map. A map that is gone
+// flushMap removes a multipath map (multipath -f). A map that is gone
 // afterwards, whatever multipath said, is flushed.
+//
+// It runs no `blockdev --flushbufs` on the map first: that has nothing to
+// write (docs/design/architecture.md §7.3). The map is removed only once
+// nothing holds it open (multipath -f refuses a map in use), and the
+// kernel wrote its cache out when its last opener closed it, the file
+// system's unmount included; multipath -f itself turns queueing off before
+// it removes the map. It cost a process per unstage (issue 18), and on a
+// queueing map without a usable path it was the one step that could wait
+// for ever.
 func (c *Client) flushMap(ctx context.Context, m dmMap) error {
 	log := logrus.WithContext(ctx).WithFields(logrus.Fields{"map": m.mapName, "device": m.name})
-	slaves, _ := readDirNames(filepath.Join(c.sysRoot, "block", m.name, "slaves"))
-	if node, err := c.devNode(m.name); err == nil && len(slaves) > 0 {
-		// Without paths a queueing map would block the flush forever; there
-		// is nowhere to write to anyway.
-		if _, err := c.run(ctx, "blockdev", "--flushbufs", node); err != nil {
-			log.WithError(toolErr(err)).Warn("flushing the multipath map's buffers failed")
-		}
-	}
 	dir := filepath.Join(c.sysRoot, "block", m.name)
 	for attempt := 1; ; attempt++ {
 		_, err := c.run(ctx, "multipath", "-f", m.mapName)
