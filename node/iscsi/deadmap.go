@@ -149,31 +149,6 @@ func (w *deadMapWatch) look(ctx context.Context, while string) (pending, done bo
 	return pending, false
 }
 
-// releaseDead stops queueing on those of maps that have no active path,
-// at once: Detach calls it before its flush, which would wait for ever on
-// such a map, and the unmount before it had the grace (ReleaseDeadMapsDuring).
-func (c *Client) releaseDead(ctx context.Context, t Target, maps []dmMap) error {
-	if len(maps) == 0 {
-		return nil
-	}
-	active, ok, err := c.activePaths(ctx)
-	if err != nil {
-		return fmt.Errorf("LUN %q: %w", t.Serial, err)
-	}
-	if !ok {
-		return nil // multipathd does not say: leave the maps as they are
-	}
-	for _, m := range maps {
-		if active[m.mapName] > 0 {
-			continue
-		}
-		if err := c.disableQueueing(ctx, m); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // deadPathPoll paces the watch of an unmount: the grace is seconds long,
 // each look asks multipathd, which is busy with the very paths that are
 // failing, and most unmounts end before the first look.

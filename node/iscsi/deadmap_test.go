@@ -233,42 +233,48 @@ func TestReleaseDeadMapsDuringOutlivesTheCaller(t *testing.T) {
 	}
 }
 
-// TestDetachReleasesDeadMapsAtOnce: Detach stops a dead map queueing
-// before it flushes it, without the grace its caller already gave.
-func TestDetachReleasesDeadMapsAtOnce(t *testing.T) {
+// TestDetachLeavesQueueingToMultipath: Detach does not ask multipathd
+// about the map's paths, whether they are usable or not: its caller's
+// unmount ran under the watch of ReleaseDeadMapsDuring, and multipath -f
+// turns queueing off itself (docs/design/architecture.md §7.3).
+func TestDetachLeavesQueueingToMultipath(t *testing.T) {
 	mapName := "3600a0980" + hexSerial(testSerial)
-	f := newFakeSys(t)
-	f.session(1)
-	f.device(1, 3, "sdb", testSerial, 1<<30)
-	f.mpathMap("dm-1", "mpath-"+mapName, 1<<30, "sdb")
-	f.kernel(t, []int{1}, testSerial)
-	ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
-		switch cmd := strings.Join(argv, " "); {
-		case cmd == "multipathd show daemon":
-			return []byte("pid 42 idle\n"), nil
-		case cmd == "multipathd show paths raw format %m %t":
-			return []byte(mapName + " failed\n"), nil
-		case cmd == "multipathd disablequeueing map "+mapName:
-			return []byte("ok\n"), nil
-		case cmd == "iscsiadm -m session":
-			return sessionLines(1), nil
-		case cmd == "multipath -f "+mapName:
-			f.removeMap("dm-1", "sdb")
-		case argv[0] == "iscsiadm" && argv[len(argv)-1] == "-u":
-			os.RemoveAll(f.sessionDir(1))
-		}
-		return nil, nil
-	}}
-	c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Detach(context.Background(), testTarget()); err != nil {
-		t.Fatalf("%v\n%s", err, ex.log())
-	}
-	log := ex.log()
-	if i, j := strings.Index(log, "multipathd disablequeueing"), strings.Index(log, "multipath -f"); i < 0 || j < i {
-		t.Fatalf("queueing not stopped before the flush:\n%s", log)
+	for _, state := range []string{"active", "failed"} {
+		t.Run(state, func(t *testing.T) {
+			f := newFakeSys(t)
+			f.session(1)
+			f.device(1, 3, "sdb", testSerial, 1<<30)
+			f.mpathMap("dm-1", "mpath-"+mapName, 1<<30, "sdb")
+			f.kernel(t, []int{1}, testSerial)
+			ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+				switch cmd := strings.Join(argv, " "); {
+				case cmd == "multipathd show daemon":
+					return []byte("pid 42 idle\n"), nil
+				case cmd == "multipathd show paths raw format %m %t":
+					return []byte(mapName + " " + state + "\n"), nil
+				case cmd == "iscsiadm -m session":
+					return sessionLines(1), nil
+				case cmd == "multipath -f "+mapName:
+					f.removeMap("dm-1", "sdb")
+				case argv[0] == "iscsiadm" && argv[len(argv)-1] == "-u":
+					os.RemoveAll(f.sessionDir(1))
+				}
+				return nil, nil
+			}}
+			c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Detach(context.Background(), testTarget()); err != nil {
+				t.Fatalf("%v\n%s", err, ex.log())
+			}
+			if n := ex.called("multipathd"); n != 0 {
+				t.Errorf("%d multipathd runs, want none:\n%s", n, ex.log())
+			}
+			if n := ex.called("multipath -f " + mapName); n != 1 {
+				t.Errorf("%d flushes of the map, want 1:\n%s", n, ex.log())
+			}
+		})
 	}
 }
 

@@ -208,15 +208,16 @@ func (c *Client) releaseMaps(ctx context.Context, t Target) (lunInDetach, error)
 	if err != nil {
 		return l, err
 	}
-	// A flush of a map that queues I/O with no path left waits for ever.
-	// The caller's unmount gave the paths their grace (ReleaseDeadMapsDuring).
-	if mp, err := c.multipathActive(ctx); err == nil && mp && len(maps) > 0 {
-		if err := c.releaseDead(ctx, t, maps); err != nil {
-			return l, err
-		}
-	}
-	// A path under a map was written through the map only, and flushMap
-	// wrote the map out: flushing the path again has nothing to write.
+	// multipathd is not asked about the maps' paths: the caller's unmount,
+	// the only step that writes to them, ran under the watch of
+	// ReleaseDeadMapsDuring; a one-shot look proves nothing anyway (a
+	// checker may reinstate an unmapped LUN's path, docs/vm.md defect 9);
+	// and multipath -f turns queueing off itself before it removes a map
+	// (docs/design/architecture.md §7.3). Asking cost a process per
+	// unstage (issue 18).
+	// A path under a map was written through the map only, and the map's
+	// writes went out at its last close (flushMap): flushing the path has
+	// nothing to write.
 	for _, p := range paths {
 		if hs, err := c.holders(p.dev.name); err == nil && len(hs) > 0 {
 			l.underMap[p.dev.name] = true
