@@ -288,12 +288,15 @@ func (c *Client) writeAttr(path, value string) error {
 	return nil
 }
 
-// Waits on sysfs poll with a backoff: the first look follows the
-// triggering write by pollFirst, and each later one doubles the pause up to
-// pollCap. The kernel answers a scan, a delete or a map flush within a few
-// milliseconds, so most waits end after one or two short sleeps; a wait for
-// something slow (udev's links, multipathd's map, a path that never comes)
-// costs at most one look per pollCap.
+// Waits on sysfs poll with a backoff: each pause is a quarter of the time
+// waited so far, at least pollFirst and at most pollCap. A wait then ends
+// at most a quarter (or a millisecond) after what it waits for has
+// happened: the kernel answers a scan, a delete or a map flush within a
+// few milliseconds, and a doubling pause (1, 2, 4, 8, 16 ms) overshot such
+// a wait by up to its own length, twice per iSCSI unstage (the map's
+// removal, then its paths'), issue 18. A wait for something slow (udev's
+// links, multipathd's map, a path that never comes) still costs at most
+// one look per pollCap; a look is one lstat or one small sysfs read.
 //
 // Polling and not inotify: sysfs (kernfs) raises no inotify event when a
 // device directory appears under a session, when a holders/ or slaves/
@@ -307,16 +310,22 @@ const (
 )
 
 // backoff paces one wait: next returns the pause before the next look.
-type backoff struct{ d time.Duration }
+// The wait starts at the first call; a zero backoff starts a new wait.
+type backoff struct {
+	start time.Time
+	now   func() time.Time // time.Now; tests set it
+}
 
 func (b *backoff) next() time.Duration {
-	switch {
-	case b.d == 0:
-		b.d = pollFirst
-	case b.d < pollCap:
-		b.d = min(2*b.d, pollCap)
+	now := time.Now
+	if b.now != nil {
+		now = b.now
 	}
-	return b.d
+	t := now()
+	if b.start.IsZero() {
+		b.start = t
+	}
+	return min(max(t.Sub(b.start)/4, pollFirst), pollCap)
 }
 
 // errWaitTimedOut ends a wait for the kernel that ran out of the Client's

@@ -8,25 +8,34 @@ import (
 	"time"
 )
 
-// TestBackoff: the waits look again after 1 ms and double the pause up to
-// the cap, where they stay.
+// TestBackoff: a wait looks again after a quarter of the time it has
+// waited so far, after 1 ms at least and 20 ms at most; a new wait (a zero
+// backoff) starts again at 1 ms.
 func TestBackoff(t *testing.T) {
 	ms := time.Millisecond
 	for _, tc := range []struct {
-		name  string
-		looks int
-		want  []time.Duration
+		waited time.Duration // since the first look
+		want   time.Duration
 	}{
-		{"first look", 1, []time.Duration{ms}},
-		{"doubling", 5, []time.Duration{ms, 2 * ms, 4 * ms, 8 * ms, 16 * ms}},
-		{"capped", 8, []time.Duration{ms, 2 * ms, 4 * ms, 8 * ms, 16 * ms, 20 * ms, 20 * ms, 20 * ms}},
+		{0, ms},
+		{3 * ms, ms},
+		{4 * ms, ms},
+		{8 * ms, 2 * ms},
+		{14 * ms, 3500 * time.Microsecond},
+		{40 * ms, 10 * ms},
+		{80 * ms, 20 * ms},
+		{20 * time.Second, 20 * ms},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var b backoff
-			for i := 0; i < tc.looks; i++ {
-				if got := b.next(); got != tc.want[i] {
-					t.Fatalf("pause %d = %s, want %s", i, got, tc.want[i])
-				}
+		t.Run(tc.waited.String(), func(t *testing.T) {
+			start := time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC)
+			now := start
+			b := backoff{now: func() time.Time { return now }}
+			if got := b.next(); got != ms {
+				t.Fatalf("first pause %s, want 1ms", got)
+			}
+			now = start.Add(tc.waited)
+			if got := b.next(); got != tc.want {
+				t.Fatalf("pause after %s = %s, want %s", tc.waited, got, tc.want)
 			}
 		})
 	}
