@@ -226,22 +226,6 @@ func unmountInNamespace(path string) error {
 	return err
 }
 
-// mountsOf returns the entries of the mount table at mountInfo whose mount
-// point is path exactly, bottom first.
-func mountsOf(mountInfo, path string) ([]mount.MountInfo, error) {
-	infos, err := mount.ParseMountInfo(mountInfo)
-	if err != nil {
-		return nil, fmt.Errorf("read mount table: %w", err)
-	}
-	var out []mount.MountInfo
-	for _, mi := range infos {
-		if mi.MountPoint == path {
-			out = append(out, mi)
-		}
-	}
-	return out, nil
-}
-
 // unmountHost removes every mount at path as the host tools see it.
 func (m *mounter) unmountHost(ctx context.Context, path string) error {
 	for i := 0; i < maxStacked; i++ {
