@@ -31,6 +31,8 @@ import (
 // iterating); ONTAP_CSI_BENCH_ONLY=<protocol>:<concurrency>[,...] (say
 // iscsi:20) runs only those cases of the per-volume table, and no pod
 // starts: one case in the VM takes minutes, the whole run most of an hour.
+// ONTAP_CSI_BENCH_LOG_LEVEL=info runs the plugin at a production node's
+// level instead of debug (its host tools then go untimed in the report).
 //
 // Latency is per volume: NodeStage+NodePublish ("up") and
 // NodeUnpublish+NodeUnstage ("down"), driven as kubelet drives them
@@ -58,7 +60,11 @@ func TestNodeBenchmark(t *testing.T) {
 	// The node role: the process every node runs (the DaemonSet's).
 	// At debug level: its log times every host tool it runs, for the
 	// report's "where the time goes" (a line per tool, some µs each).
-	p := r.startPlugin(pluginOptions{role: "node"})
+	var args []string
+	if lvl := os.Getenv("ONTAP_CSI_BENCH_LOG_LEVEL"); lvl != "" {
+		args = []string{"--log_level=" + lvl}
+	}
+	p := r.startPlugin(pluginOptions{role: "node", args: args})
 	time.Sleep(2 * time.Second)
 	rep := benchReport{idleKiB: rssKiB(t, p.Pid()), real: plugintest.RealKernel()}
 	benchBusyMounts(t, r, benchBusyMountCount)
