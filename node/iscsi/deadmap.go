@@ -203,6 +203,21 @@ func (c *Client) activePaths(ctx context.Context) (map[string]int, bool, error) 
 	return active, true, nil
 }
 
+// stopQueueingIfDead turns queueing off on a map multipathd shows without
+// an active path; what goes wrong is logged, as the caller goes on anyway.
+func (c *Client) stopQueueingIfDead(ctx context.Context, m dmMap) {
+	log := logrus.WithContext(ctx).WithField("map", m.mapName)
+	active, ok, err := c.activePaths(ctx)
+	switch {
+	case err != nil:
+		log.WithError(err).Warn("could not ask multipathd whether the map has a usable path")
+	case ok && active[m.mapName] == 0:
+		if err := c.disableQueueing(ctx, m); err != nil {
+			log.WithError(err).Warn("could not stop the map queueing")
+		}
+	}
+}
+
 func (c *Client) disableQueueing(ctx context.Context, m dmMap) error {
 	logrus.WithContext(ctx).WithFields(logrus.Fields{"map": m.mapName, "device": m.name, "grace": c.deadPathGrace}).
 		Warn("no path of the LUN's multipath map is usable: it stops queueing I/O, so that an unmount and a flush can end; writes not yet on the LUN are lost")

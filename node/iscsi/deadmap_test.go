@@ -278,6 +278,64 @@ func TestDetachLeavesQueueingToMultipath(t *testing.T) {
 	}
 }
 
+// TestDetachStopsQueueingOfAMapHeldOpenWithoutAPath: a flush refused
+// because a process holds the map open, stuck on I/O the map queues with
+// no usable path (a raw block volume's writer on a LUN unmapped on ONTAP),
+// turns the map's queueing off, which fails the stuck I/O and lets the
+// process close the map, and the next flush removes it; a map refused
+// while its paths are up keeps queueing.
+func TestDetachStopsQueueingOfAMapHeldOpenWithoutAPath(t *testing.T) {
+	mapName := "3600a0980" + hexSerial(testSerial)
+	for _, tc := range []struct {
+		state   string
+		release bool
+	}{{"failed", true}, {"active", false}} {
+		t.Run(tc.state, func(t *testing.T) {
+			f := newFakeSys(t)
+			f.session(1)
+			f.device(1, 3, "sdb", testSerial, 1<<30)
+			f.mpathMap("dm-1", "mpath-"+mapName, 1<<30, "sdb")
+			f.kernel(t, []int{1}, testSerial)
+			held := true // until queueing stops: the writer's I/O then fails and it exits
+			ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+				switch cmd := strings.Join(argv, " "); {
+				case cmd == "multipathd show daemon":
+					return []byte("pid 42 idle\n"), nil
+				case cmd == "multipathd show paths raw format %m %t":
+					return []byte(mapName + " " + tc.state + "\n"), nil
+				case cmd == "multipathd disablequeueing map "+mapName:
+					held = false
+					return []byte("ok\n"), nil
+				case cmd == "iscsiadm -m session":
+					return sessionLines(1), nil
+				case cmd == "multipath -f "+mapName:
+					if held {
+						return nil, exitErr("multipath", 1)
+					}
+					f.removeMap("dm-1", "sdb")
+				case argv[0] == "iscsiadm" && argv[len(argv)-1] == "-u":
+					os.RemoveAll(f.sessionDir(1))
+				}
+				return nil, nil
+			}}
+			c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Detach(context.Background(), testTarget())
+			if (err == nil) != tc.release {
+				t.Fatalf("Detach = %v, want success %v\n%s", err, tc.release, ex.log())
+			}
+			if n := ex.called("multipathd show paths"); n != 1 {
+				t.Errorf("%d looks at the paths, want one, at the first refusal:\n%s", n, ex.log())
+			}
+			if got := ex.called("multipathd disablequeueing") == 1; got != tc.release {
+				t.Errorf("queueing stopped: %v, want %v\n%s", got, tc.release, ex.log())
+			}
+		})
+	}
+}
+
 // hangingPaths is an executor whose multipathd never answers "show paths"
 // until the command is killed, as multipathd once did while its checker
 // failed and reinstated an unmapped LUN's paths.

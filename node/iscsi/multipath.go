@@ -256,7 +256,16 @@ func (c *Client) flushMap(ctx context.Context, m dmMap) error {
 		// Refused with no holder and no mount: a map multipathd has
 		// just made is opened for a moment by udev's probes, and
 		// multipath -f calls it in use (seen on the real kernel, the
-		// VM's faults step). Try again for a short while.
+		// VM's faults step). Try again for a short while. Or a process
+		// keeps the map open, stuck on I/O the map queues with no path
+		// (a raw block volume's writer on a LUN unmapped on ONTAP: no
+		// unmount ran under the dead-map watch for it); multipath -f
+		// turns queueing off only for a map nobody holds, so it is
+		// turned off here, which fails the stuck I/O and lets the
+		// process close the map (docs/design/architecture.md §7.3).
+		if attempt == 1 {
+			c.stopQueueingIfDead(ctx, m)
+		}
 		if attempt == flushAttempts || ctx.Err() != nil {
 			return fmt.Errorf("flush multipath map %s: %w", m.mapName, toolErr(err))
 		}
