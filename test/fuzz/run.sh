@@ -7,16 +7,16 @@
 # test writes the failing input to the package's testdata/fuzz/<target>/,
 # where it stays a test case once committed.
 #
-#   FUZZTIME       time per target (go test -fuzztime), default 5s
-#   FUZZ_PARALLEL  fuzzing workers per target, default 2
+#   FUZZTIME       time per target (go test -fuzztime), default 4s
+#   FUZZ_PARALLEL  fuzzing workers per target, default 1
 #   FUZZ_CACHE     corpus cache; default $ONTAP_CSI_E2E_CACHE/fuzz when that
 #                  is set, else ${XDG_CACHE_HOME:-~/.cache}/ontap-csi/fuzz
 #   FUZZ_ONLY      a regular expression: only the targets it matches
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 GO=${GO:-go}
-FUZZTIME=${FUZZTIME:-5s}
-FUZZ_PARALLEL=${FUZZ_PARALLEL:-2}
+FUZZTIME=${FUZZTIME:-4s}
+FUZZ_PARALLEL=${FUZZ_PARALLEL:-1}
 if [ -z "${FUZZ_CACHE:-}" ]; then
 	if [ -n "${ONTAP_CSI_E2E_CACHE:-}" ]; then
 		FUZZ_CACHE=$ONTAP_CSI_E2E_CACHE/fuzz
