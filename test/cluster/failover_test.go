@@ -162,7 +162,7 @@ func nodeFailover(ctx context.Context, s *suite, r *scenarioRun) error {
 		onLUN, err = readJournal(bJournal)
 		return err == nil && len(onLUN) > 0 && onLUN[len(onLUN)-1].writer == "db-0@"+b.Name, fmt.Sprint(err), nil
 	}); err != nil {
-		return fmt.Errorf("db-0's journal on %s: %w", b.Name, err)
+		return fmt.Errorf("db-0's journal on %s: %w; %d lines read; %s", b.Name, err, len(onLUN), s.workloadExit(ctx, ns, "db-0"))
 	}
 	lastA, fromA := lastOf(onLUN, "db-0@"+a.Name)
 	if fromA == 0 {
@@ -535,6 +535,20 @@ func lastOf(lines []journalLine, writer string) (journalLine, int) {
 		}
 	}
 	return last, n
+}
+
+// workloadExit says why a pod's workload container last ended, from its
+// previous run's log (the workload prints its error as its last line),
+// for a failure message: a container in a crash loop is deleted with its
+// pod before anyone reads its log (scenario 21, 2026-12-05: db-0 crashed
+// on the second node and nothing said why).
+func (s *suite) workloadExit(ctx context.Context, ns, pod string) string {
+	b, err := s.cluster.Client.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "workload", Previous: true}).DoRaw(ctx)
+	if err != nil {
+		return fmt.Sprintf("no earlier run of %s's workload to tell why (%v)", pod, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return fmt.Sprintf("%s's workload last ended with: %q", pod, lines[len(lines)-1])
 }
 
 // pluginLogLine is the last line of the plugin container's current log

@@ -24,7 +24,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
@@ -156,25 +155,47 @@ func ensureSeed(dir string) error {
 	return nil
 }
 
+// lastSeq is the journal's last sequence number. A last line that is not
+// whole (no newline, or not a number: the node died, or was fenced, in the
+// middle of a write, and the file system kept the size and not the data)
+// is cut off, as a database drops a torn last record, so that the next
+// line does not follow garbage; a bad line before the last is an error.
 func lastSeq(path string) (int, error) {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	last := 0
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		n, err := strconv.Atoi(strings.Fields(sc.Text() + " x")[0])
-		if err != nil {
-			return 0, fmt.Errorf("journal line %q: %w", sc.Text(), err)
+	last, good := 0, 0
+	for rest := b; len(rest) > 0; {
+		i := bytes.IndexByte(rest, '\n')
+		line := rest
+		if i >= 0 {
+			line = rest[:i]
 		}
-		last = n
+		n, err := strconv.Atoi(strings.Fields(string(line) + " x")[0])
+		if err != nil || i < 0 {
+			if i >= 0 && bytes.IndexByte(rest[i+1:], '\n') >= 0 {
+				return 0, fmt.Errorf("journal line %q: %v", line, err)
+			}
+			fmt.Printf("dropping the journal's torn last %d bytes %q\n", len(b)-good, truncated(rest, 40))
+			if err := os.Truncate(path, int64(good)); err != nil {
+				return 0, err
+			}
+			break
+		}
+		last, good, rest = n, good+i+1, rest[i+1:]
 	}
-	return last, sc.Err()
+	return last, nil
+}
+
+func truncated(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
 }
 
 func churn(dir, pod string, stop <-chan os.Signal) error {
