@@ -121,6 +121,29 @@ func TestReleaseDeadMapsDuring(t *testing.T) {
 	}
 }
 
+// deadMapExec is multipathd and iscsiadm as the dead-map tests need them:
+// "show paths" answers paths(), "disablequeueing" of mapName calls
+// disable, and more, if set, answers any other command.
+func deadMapExec(mapName string, paths func() string, disable func(), more func(argv []string) ([]byte, error)) *fakeExec {
+	return &fakeExec{fn: func(argv []string) ([]byte, error) {
+		switch cmd := strings.Join(argv, " "); cmd {
+		case "multipathd show daemon":
+			return []byte("pid 42 idle\n"), nil
+		case "multipathd show paths raw format %m %t":
+			return []byte(paths()), nil
+		case "multipathd disablequeueing map " + mapName:
+			disable()
+			return []byte("ok\n"), nil
+		case "iscsiadm -m session":
+			return sessionLines(1), nil
+		}
+		if more != nil {
+			return more(argv)
+		}
+		return nil, nil
+	}}
+}
+
 // TestReleaseDeadMapsDuringAfterABusyUnmount: an unmount refused as busy
 // because the fenced pod's process is stuck writing to a map without a
 // path is run again once the map's grace ran out and its queueing stopped
@@ -144,22 +167,11 @@ func TestReleaseDeadMapsDuringAfterABusyUnmount(t *testing.T) {
 			f.mpathMap("dm-1", "mpath-"+mapName, 1<<30, "sdb")
 			var mu sync.Mutex
 			released := false
-			ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
-				switch cmd := strings.Join(argv, " "); cmd {
-				case "multipathd show daemon":
-					return []byte("pid 42 idle\n"), nil
-				case "multipathd show paths raw format %m %t":
-					return []byte(tc.paths), nil
-				case "multipathd disablequeueing map " + mapName:
-					mu.Lock()
-					released = true
-					mu.Unlock()
-					return []byte("ok\n"), nil
-				case "iscsiadm -m session":
-					return sessionLines(1), nil
-				}
-				return nil, nil
-			}}
+			ex := deadMapExec(mapName, func() string { return tc.paths }, func() {
+				mu.Lock()
+				released = true
+				mu.Unlock()
+			}, nil)
 			c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: time.Second})
 			if err != nil {
 				t.Fatal(err)
@@ -200,20 +212,7 @@ func TestReleaseDeadMapsDuringOutlivesTheCaller(t *testing.T) {
 	f.device(1, 3, "sdb", testSerial, 1<<30)
 	f.mpathMap("dm-1", "mpath-"+mapName, 1<<30, "sdb")
 	released := make(chan struct{})
-	ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
-		switch cmd := strings.Join(argv, " "); cmd {
-		case "multipathd show daemon":
-			return []byte("pid 42 idle\n"), nil
-		case "multipathd show paths raw format %m %t":
-			return []byte(mapName + " failed\n"), nil
-		case "multipathd disablequeueing map " + mapName:
-			close(released)
-			return []byte("ok\n"), nil
-		case "iscsiadm -m session":
-			return sessionLines(1), nil
-		}
-		return nil, nil
-	}}
+	ex := deadMapExec(mapName, func() string { return mapName + " failed\n" }, func() { close(released) }, nil)
 	c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -297,17 +296,8 @@ func TestDetachStopsQueueingOfAMapHeldOpenWithoutAPath(t *testing.T) {
 			f.mpathMap("dm-1", "mpath-"+mapName, 1<<30, "sdb")
 			f.kernel(t, []int{1}, testSerial)
 			held := true // until queueing stops: the writer's I/O then fails and it exits
-			ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+			ex := deadMapExec(mapName, func() string { return mapName + " " + tc.state + "\n" }, func() { held = false }, func(argv []string) ([]byte, error) {
 				switch cmd := strings.Join(argv, " "); {
-				case cmd == "multipathd show daemon":
-					return []byte("pid 42 idle\n"), nil
-				case cmd == "multipathd show paths raw format %m %t":
-					return []byte(mapName + " " + tc.state + "\n"), nil
-				case cmd == "multipathd disablequeueing map "+mapName:
-					held = false
-					return []byte("ok\n"), nil
-				case cmd == "iscsiadm -m session":
-					return sessionLines(1), nil
 				case cmd == "multipath -f "+mapName:
 					if held {
 						return nil, exitErr("multipath", 1)
@@ -317,7 +307,7 @@ func TestDetachStopsQueueingOfAMapHeldOpenWithoutAPath(t *testing.T) {
 					os.RemoveAll(f.sessionDir(1))
 				}
 				return nil, nil
-			}}
+			})
 			c, err := New(Config{Exec: ex, DevDir: f.dev, SysRoot: f.sys, LockDir: t.TempDir(), DeadPathGrace: time.Hour})
 			if err != nil {
 				t.Fatal(err)
