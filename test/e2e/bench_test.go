@@ -31,8 +31,10 @@ import (
 // iterating); ONTAP_CSI_BENCH_ONLY=<protocol>:<concurrency>[,...] (say
 // iscsi:20) runs only those cases of the per-volume table, and no pod
 // starts: one case in the VM takes minutes, the whole run most of an hour.
-// ONTAP_CSI_BENCH_LOG_LEVEL=info runs the plugin at a production node's
-// level instead of debug (its host tools then go untimed in the report).
+// ONTAP_CSI_BENCH_PODS=<protocol>:<volumes>[,...] picks the pod starts
+// (benchPods). ONTAP_CSI_BENCH_LOG_LEVEL=info runs the plugin at a
+// production node's level instead of debug (its host tools then go
+// untimed in the report).
 //
 // Latency is per volume: NodeStage+NodePublish ("up") and
 // NodeUnpublish+NodeUnstage ("down"), driven as kubelet drives them
@@ -88,14 +90,8 @@ func TestNodeBenchmark(t *testing.T) {
 			}
 		}
 	}
-	if !rep.real && only == nil {
-		// Through the shims only for now: 50 LUNs at once did not
-		// finish in the VM's TCG (docs/benchmarks.md).
-		for _, proto := range []string{"nfs", "iscsi"} {
-			for _, n := range []int{1, 10, 50} {
-				rep.pods = append(rep.pods, r.benchPodStart(t, kl, raw, proto, n, rounds))
-			}
-		}
+	for _, pod := range benchPods(t, rep.real, only != nil) {
+		rep.pods = append(rep.pods, r.benchPodStart(t, kl, raw, pod.proto, pod.n, rounds))
 	}
 	if mps := plugintest.MountPointsBelow(t, r.KubeletDir); len(mps) > 0 {
 		t.Errorf("mounts left: %v", mps)
@@ -123,6 +119,45 @@ func benchOnly(t *testing.T, v string) map[string]bool {
 		only[strings.TrimSpace(c)] = true
 	}
 	return only
+}
+
+// podSize is one pod start to measure: a pod of n volumes of proto.
+type podSize struct {
+	proto string
+	n     int
+}
+
+// benchPods is the pod starts to measure: ONTAP_CSI_BENCH_PODS
+// (<protocol>:<volumes>[,...], say nfs:50,iscsi:10) when set; else none
+// when ONTAP_CSI_BENCH_ONLY picked cases; else 1, 10 and 50 volumes of
+// each protocol, except a pod of 50 LUNs on a real kernel, which takes
+// the VM's TCG minutes per arm (docs/benchmarks.md) and runs only when
+// named.
+func benchPods(t *testing.T, real, picked bool) []podSize {
+	if v := os.Getenv("ONTAP_CSI_BENCH_PODS"); v != "" {
+		var pods []podSize
+		for _, c := range strings.Split(v, ",") {
+			proto, size, ok := strings.Cut(strings.TrimSpace(c), ":")
+			n, err := strconv.Atoi(size)
+			if !ok || err != nil || n < 1 || (proto != "nfs" && proto != "iscsi") {
+				t.Fatalf("ONTAP_CSI_BENCH_PODS=%q: want protocol:volumes[,...], e.g. nfs:50,iscsi:10", v)
+			}
+			pods = append(pods, podSize{proto, n})
+		}
+		return pods
+	}
+	if picked {
+		return nil
+	}
+	var pods []podSize
+	for _, proto := range []string{"nfs", "iscsi"} {
+		for _, n := range []int{1, 10, 50} {
+			if !(real && proto == "iscsi" && n == 50) {
+				pods = append(pods, podSize{proto, n})
+			}
+		}
+	}
+	return pods
 }
 
 // benchOverheads times, one at a time, a NodeGetCapabilities as kubelet

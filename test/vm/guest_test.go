@@ -118,7 +118,7 @@ func guestSteps() []guestStep {
 	// choice of rounds and cases (test/e2e/bench_test.go).
 	if os.Getenv("ONTAP_CSI_BENCH") != "" {
 		env := append(realKernel, "ONTAP_CSI_BENCH=1")
-		for _, name := range []string{"ONTAP_CSI_BENCH_ROUNDS", "ONTAP_CSI_BENCH_ONLY"} {
+		for _, name := range []string{"ONTAP_CSI_BENCH_ROUNDS", "ONTAP_CSI_BENCH_ONLY", "ONTAP_CSI_BENCH_PODS", "ONTAP_CSI_BENCH_LOG_LEVEL"} {
 			if v := os.Getenv(name); v != "" {
 				env = append(env, name+"="+v)
 			}
