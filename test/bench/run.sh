@@ -100,6 +100,10 @@ run_md "Controller ONTAP round trips (issue 18)" \
 "$work/roundtrips.md" \
 env ONTAP_CSI_BENCH_OUT="$work/roundtrips.md" test/bench/roundtrips.sh
 
+run "Controller at scale: 1,000 PVCs, 100 workers (issue 18)" \
+"1,000 volumes created, published to one node, unpublished and deleted, 100 calls in parallel (as 100 provisioner and attacher workers would issue them), through the in-process controller on the simulator with realistic latency (TestControllerRoundTrips at that size). *sum of calls / injected* is above 1 here by design: the client lets 20 requests per management LIF in flight (Trident's ONTAPRequestLimit), so 100 calls queue for them; the phase's floor is then its injected latency over 20." "" \
+env ONTAP_CSI_BENCH=1 ONTAP_CSI_ROUNDTRIP_VOLUMES=1000 ONTAP_CSI_ROUNDTRIP_WORKERS=100 go test -count=1 -timeout 30m -run '^TestControllerRoundTrips$' -v ./test/sanity
+
 run "iSCSI attach and detach (issue 6)" \
 "One Attach and one Detach of a LUN through the iSCSI shims, where every host tool (iscsiadm, multipath, multipathd, blockdev) is a process, single-path and with multipath." "" \
 go test -count=1 ./node/iscsi -run '^$' -bench BenchmarkAttachDetach -benchtime 10x

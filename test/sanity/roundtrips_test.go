@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/sirupsen/logrus"
@@ -50,8 +51,8 @@ func TestControllerRoundTrips(t *testing.T) {
 		}
 		p.AssertClean(t)
 	}
-	t.Logf("| driver | call | volumes | workers | ONTAP requests per call | requests | wall time | sum of calls / injected |")
-	t.Logf("|---|---|---:|---:|---:|---|---:|---:|")
+	t.Logf("| driver | call | volumes | workers | ONTAP requests per call | requests | wall time | sum of calls / injected | injected | wall / floor |")
+	t.Logf("|---|---|---:|---:|---:|---|---:|---:|---:|---:|")
 	for _, r := range rows {
 		t.Log(r)
 	}
@@ -181,7 +182,17 @@ func (ph phase) row(driver string, n, workers int) string {
 	for _, k := range keys {
 		which = append(which, fmt.Sprintf("%s %.2f", strings.Replace(k, " /api/", " /", 1), float64(ph.endpoints[k])/float64(n)))
 	}
-	return fmt.Sprintf("| %s | %s | %d | %d | %.2f | %s | %s | %.3f |", driver, ph.call, n, workers,
+	// The floor of the phase's wall time: its injected latency spread over
+	// the requests that may be in flight at once, the workers' or the
+	// client's cap per management LIF (20, Trident's ONTAPRequestLimit),
+	// whichever is fewer.
+	inFlight := min(workers, clientRequestCap)
+	floor := ph.injected / time.Duration(inFlight)
+	return fmt.Sprintf("| %s | %s | %d | %d | %.2f | %s | %s | %.3f | %s | %.2f |", driver, ph.call, n, workers,
 		float64(ph.requests)/float64(ph.count), strings.Join(which, "; "), fmt.Sprintf("%.2fs", ph.wall.Seconds()),
-		ph.callTime.Seconds()/ph.injected.Seconds())
+		ph.callTime.Seconds()/ph.injected.Seconds(), ph.injected.Round(100*time.Millisecond), ph.wall.Seconds()/floor.Seconds())
 }
+
+// clientRequestCap is the REST client's default cap on requests in flight
+// per management LIF (backends/ontap/rest), which the tests' backends use.
+const clientRequestCap = 20

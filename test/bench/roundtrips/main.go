@@ -71,7 +71,7 @@ func parse(line string) (arm, run string, cells []string, ok bool) {
 	for _, c := range strings.Split(strings.Trim(f[2], "| "), "|") {
 		cells = append(cells, strings.TrimSpace(c))
 	}
-	return f[0], f[1], cells, len(cells) == 8
+	return f[0], f[1], cells, len(cells) >= 8
 }
 
 func num(s string) float64 {
