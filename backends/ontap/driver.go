@@ -96,11 +96,11 @@ type driver struct {
 	largeVolumes bool
 	ontapVersion string
 
-	// igroupLocks serializes publish and unpublish per igroup, so that an
-	// unpublish deleting a node's last LUN map and emptied igroup cannot
-	// race a publish mapping another LUN to it. The unpublish of a
-	// remembered LUN (unmapKnown) does without: ONTAP refuses to delete a
-	// mapped igroup, and a publish makes a vanished igroup again.
+	// igroupLocks serializes the unpublishes that read an igroup's maps
+	// before they delete it (unmap, deleteIgroupIfUnmapped). Publish and
+	// the unpublish of a remembered LUN (unmapKnown) do without: ONTAP
+	// refuses to delete a mapped igroup, and a publish makes a vanished
+	// igroup again (san_publish.go).
 	igroupLocks keymutex.Mutex
 
 	// ids remembers volumes for publish, unpublish and delete

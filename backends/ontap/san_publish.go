@@ -36,12 +36,14 @@ func (s *sanDriver) publish(ctx context.Context, vol *backends.Volume, req *back
 		return nil, backends.Errorf(backends.ErrInvalid, "node %s has no iSCSI initiator name", node.Name)
 	}
 	igName := igroupName(node.Name, s.installationID)
-	unlock, err := s.igroupLocks.Lock(ctx, igName)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-
+	// Without the igroup's lock: every LUN of a node maps through its one
+	// igroup, and the lock put a pod's publishes in a row, one map's POST
+	// after another. ONTAP settles every race with an unpublish: it refuses
+	// to delete a mapped igroup (1254213, docs/design/ontap-rest.md §10.2),
+	// and a map's POST to an igroup deleted meanwhile answers "not found",
+	// which makes the igroup again (mapLUN). Two publishes making the
+	// igroup at once meet "already exists" (ensureIgroup).
+	var err error
 	// The LUN was read by this call (the lookup that made vol), or is
 	// remembered as our calls left it: one unmapped has no map to find.
 	// One mapped meanwhile makes CreateLUNMap answer "already exists",

@@ -142,6 +142,7 @@ func (s *Simulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if !internal {
 		fault = s.pickFault(r.Method, rt.tmpl)
 		s.stats.request(key, fault != nil)
+		defer s.stats.enter(key)()
 	}
 	logger := logrus.WithFields(logrus.Fields{"method": r.Method, "endpoint": rt.tmpl})
 	if fault != nil {

@@ -11,6 +11,9 @@ type EndpointStats struct {
 	Requests int64         // every authenticated request routed to the endpoint, faulted ones included
 	Faults   int64         // requests that got an injected fault
 	Injected time.Duration // request-class delay slept for these requests
+	// MaxInFlight is the most of these requests the simulator served at
+	// once: whether a client's calls reach ONTAP side by side or in a row.
+	MaxInFlight int64
 }
 
 // Stats are the simulator's counters since start or the last ResetStats.
@@ -44,8 +47,31 @@ func (st Stats) Keys() []string {
 }
 
 type statsCounter struct {
-	mu sync.Mutex
-	st Stats
+	mu       sync.Mutex
+	st       Stats
+	inFlight map[string]int64
+}
+
+// enter counts a request of key in flight until the returned func runs.
+func (c *statsCounter) enter(key string) (leave func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inFlight == nil {
+		c.inFlight = map[string]int64{}
+	}
+	c.inFlight[key]++
+	if c.st.Endpoints == nil {
+		c.st.Endpoints = map[string]EndpointStats{}
+	}
+	if e := c.st.Endpoints[key]; c.inFlight[key] > e.MaxInFlight {
+		e.MaxInFlight = c.inFlight[key]
+		c.st.Endpoints[key] = e
+	}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.inFlight[key]--
+	}
 }
 
 func (c *statsCounter) request(key string, fault bool) {
