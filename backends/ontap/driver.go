@@ -96,11 +96,12 @@ type driver struct {
 	largeVolumes bool
 	ontapVersion string
 
-	// igroupLocks serializes the unpublishes that read an igroup's maps
-	// before they delete it (unmap, deleteIgroupIfUnmapped). Publish and
-	// the unpublish of a remembered LUN (unmapKnown) do without: ONTAP
-	// refuses to delete a mapped igroup, and a publish makes a vanished
-	// igroup again (san_publish.go).
+	// igroupLocks serializes the reading or making of an igroup not
+	// remembered (ensureIgroup) and the unpublishes that read an igroup's
+	// maps before they delete it (unmap, deleteIgroupIfUnmapped). A
+	// publish's map and the unpublish of a remembered LUN (unmapKnown) do
+	// without: ONTAP refuses to delete a mapped igroup, and a publish
+	// makes a vanished igroup again (san_publish.go).
 	igroupLocks keymutex.Mutex
 
 	// ids remembers volumes for publish, unpublish and delete

@@ -246,9 +246,10 @@ func TestRememberedIgroupConcurrentPublishUnpublish(t *testing.T) {
 
 // Publishes of one node's LUNs reach ONTAP side by side: they share the
 // node's igroup, and a lock of it put a pod's maps in a row (issue 18: 40
-// publishes to one node took 7.5 times ONTAP's latency). The maps' POSTs
-// take 150 ms each here, so calls started together overlap unless
-// something serializes them.
+// publishes to one node took 7.5 times ONTAP's latency). The first ones
+// make the igroup once between them, not once each. The maps' POSTs take
+// 150 ms each here, so calls started together overlap unless something
+// serializes them.
 func TestPublishesOfOneNodeRunSideBySide(t *testing.T) {
 	slow := ontapsim.Range{Min: 150 * time.Millisecond, Max: 150 * time.Millisecond}
 	b, s := simBackend(t, config.DriverONTAPSAN, ontapsim.Config{Latency: ontapsim.LatencyModel{SyncMutation: slow}}, nil)
@@ -259,33 +260,33 @@ func TestPublishesOfOneNodeRunSideBySide(t *testing.T) {
 		ids[i] = "pvc-" + string(rune('a'+i))
 		create(t, b, ids[i], gib, backends.AccessMount)
 	}
-	// The node's igroup exists and is remembered, as in steady state.
-	must(t, func() error {
-		_, err := b.Publish(ctx, remembered(t, b, ids[0]), &backends.PublishRequest{Node: cacheNode, AccessType: backends.AccessMount})
-		return err
-	}())
-	errs := make(chan error, n-1)
-	for _, id := range ids[1:] {
+	errs := make(chan error, n)
+	for _, id := range ids {
 		go func() {
 			_, err := b.Publish(ctx, remembered(t, b, id), &backends.PublishRequest{Node: cacheNode, AccessType: backends.AccessMount})
 			errs <- err
 		}()
 	}
-	for range n - 1 {
+	for range n {
 		must(t, <-errs)
 	}
-	maps := s.Stats().Endpoints["POST /api/protocols/san/lun-maps"]
+	st := s.Stats()
+	maps := st.Endpoints["POST /api/protocols/san/lun-maps"]
 	if maps.Requests != n || maps.MaxInFlight < 2 {
 		t.Errorf("LUN map POSTs: %d, at most %d at once; want %d, several at once", maps.Requests, maps.MaxInFlight, n)
 	}
-	if lms := s.LUNMaps(); len(lms) != n {
+	if made, read := st.Count("POST", "/api/protocols/san/igroups"), st.Count("GET", "/api/protocols/san/igroups"); made != 1 || read != 1 {
+		t.Errorf("the igroup read %d times and made %d times, want once each", read, made)
+	}
+	lms := s.LUNMaps()
+	if len(lms) != n {
 		t.Errorf("maps %+v, want %d", lms, n)
 	}
-	ids2 := map[int]bool{}
-	for _, m := range s.LUNMaps() {
-		if ids2[m.LUNID] {
-			t.Errorf("LUN ID %d given twice: %+v", m.LUNID, s.LUNMaps())
+	seen := map[int]bool{}
+	for _, m := range lms {
+		if seen[m.LUNID] {
+			t.Errorf("LUN ID %d given twice: %+v", m.LUNID, lms)
 		}
-		ids2[m.LUNID] = true
+		seen[m.LUNID] = true
 	}
 }

@@ -41,8 +41,8 @@ func (s *sanDriver) publish(ctx context.Context, vol *backends.Volume, req *back
 	// after another. ONTAP settles every race with an unpublish: it refuses
 	// to delete a mapped igroup (1254213, docs/design/ontap-rest.md §10.2),
 	// and a map's POST to an igroup deleted meanwhile answers "not found",
-	// which makes the igroup again (mapLUN). Two publishes making the
-	// igroup at once meet "already exists" (ensureIgroup).
+	// which makes the igroup again (mapLUN). Only reading or making the
+	// igroup is done under the lock (ensureIgroup).
 	var err error
 	// The LUN was read by this call (the lookup that made vol), or is
 	// remembered as our calls left it: one unmapped has no map to find.
@@ -234,7 +234,19 @@ func (s *sanDriver) existingMap(ctx context.Context, lun *rest.LUN, igName, iqn 
 // are left alone: removing one from a mapped igroup would cut a live path.
 // A new igroup is created with the IQN; one that exists without it (made
 // by another controller, or by Trident) gets it added.
+//
+// A node's first publishes come together (a pod's volumes): the first
+// reads or makes the igroup under its lock, the others wait for it and
+// find it remembered, instead of each reading it and making it again.
 func (s *sanDriver) ensureIgroup(ctx context.Context, name, iqn string) error {
+	if _, ok := s.igroups.get(name, iqn); ok {
+		return nil
+	}
+	unlock, err := s.igroupLocks.Lock(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if _, ok := s.igroups.get(name, iqn); ok {
 		return nil
 	}
