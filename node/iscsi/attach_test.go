@@ -78,17 +78,17 @@ func TestAttachLogsInAndScansOnlyItsLUN(t *testing.T) {
 	}{
 		{
 			name: "single path, no CHAP", mode: MultipathDisabled, portals: []string{"10.0.0.1", "10.0.0.2"},
-			settings: []string{"node.session.scan", "node.session.auth.authmethod"}, sessions: 1,
+			settings: []string{"node.session.scan", "node.conn[0].timeo.login_timeout", "node.session.initial_login_retry_max", "node.session.auth.authmethod"}, sessions: 1,
 		},
 		{
 			name: "mutual CHAP", mode: MultipathDisabled, chap: chap, portals: []string{"10.0.0.1"},
-			settings: []string{"node.session.scan", "node.session.auth.authmethod", "node.session.auth.username",
+			settings: []string{"node.session.scan", "node.conn[0].timeo.login_timeout", "node.session.initial_login_retry_max", "node.session.auth.authmethod", "node.session.auth.username",
 				"node.session.auth.password", "node.session.auth.username_in", "node.session.auth.password_in"},
 			sessions: 1,
 		},
 		{
 			name: "multipath", mode: MultipathRequired, portals: []string{"10.0.0.1", "10.0.0.2"},
-			settings: []string{"node.session.scan", "node.session.timeo.replacement_timeout", "node.session.auth.authmethod"},
+			settings: []string{"node.session.scan", "node.conn[0].timeo.login_timeout", "node.session.initial_login_retry_max", "node.session.timeo.replacement_timeout", "node.session.auth.authmethod"},
 			sessions: 2, multipath: true,
 		},
 	} {
@@ -135,6 +135,11 @@ func TestAttachLogsInAndScansOnlyItsLUN(t *testing.T) {
 			}
 			if !strings.Contains(ex.log(), "-n node.session.scan -v manual") {
 				t.Fatal("node.session.scan is not set to manual")
+			}
+			// A refused login must fail in seconds (docs/vm.md, defect 13).
+			if !strings.Contains(ex.log(), "-n node.conn[0].timeo.login_timeout -v 10") ||
+				!strings.Contains(ex.log(), "-n node.session.initial_login_retry_max -v 1") {
+				t.Fatal("the login's timeout and retries are not bounded")
 			}
 		})
 	}

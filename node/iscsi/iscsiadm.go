@@ -89,6 +89,14 @@ func (c *Client) login(ctx context.Context, t Target, portal string, multipath b
 		// every LUN mapped to this node, and only the one being staged may
 		// appear (Trident #410). Attach scans that LUN alone.
 		{"node.session.scan", "manual"},
+		// A login that fails fails in seconds, not minutes: by default
+		// iscsid tries 8 times with 15 s each before iscsiadm returns, and
+		// in the VM a login with a wrong CHAP secret outlasted the CO's
+		// 3-minute deadline, holding iscsid's other requests behind it
+		// (docs/vm.md, defect 13). Trident bounds it the same way (10 s,
+		// one retry).
+		{"node.conn[0].timeo.login_timeout", "10"},
+		{"node.session.initial_login_retry_max", "1"},
 	}
 	if multipath {
 		// With dm-multipath queueing above, a failed path should be given up
