@@ -25,12 +25,12 @@ lint:
 # After the unit tests, two lanes run side by side: `make fuzz`, the VM
 # suite, then the demo (what it shows is asserted); the cluster e2e, then
 # the kubelet suites. (With fuzz and the sampling made cheaper, the VM lane
-# ended 145 s before the other, which the demo's minute now fills.) Most of the VM suite, the cluster e2e and the kubelet
-# suites is waiting (the guest's and kubelet's timers, rollouts), and the
-# lanes share nothing but the CPU: side by side they take about as long as
-# the longer one (docs/e2e.md). Fuzz and the demo ran before both lanes;
-# each in a lane, they are off the path CI waits on by as much as the lanes
-# are apart. Each target's output is printed whole when it ends. When a
+# ended 145 s before the other, which the demo's minute now fills.) Most
+# of the VM suite, the cluster e2e and the kubelet suites is waiting (the
+# guest's and kubelet's timers, rollouts), and the lanes share nothing
+# but the CPU: side by side they take about as long as the longer one
+# (docs/e2e.md). Fuzz and the demo ran before both lanes; each in a lane,
+# they are off the path CI waits on by as much as the lanes are apart. Each target's output is printed whole when it ends. When a
 # lane fails, the failures are printed again at the very end (the other
 # lane's whole output would otherwise bury them), from a copy of the output
 # kept in bin/e2e-vm.log.

@@ -111,12 +111,8 @@ func benchOnly(t *testing.T, v string) map[string]bool {
 		return nil
 	}
 	only := map[string]bool{}
-	for _, c := range strings.Split(v, ",") {
-		proto, conc, ok := strings.Cut(strings.TrimSpace(c), ":")
-		if n, err := strconv.Atoi(conc); !ok || err != nil || n < 1 || (proto != "nfs" && proto != "iscsi") {
-			t.Fatalf("ONTAP_CSI_BENCH_ONLY=%q: want protocol:concurrency[,...], e.g. iscsi:20", v)
-		}
-		only[strings.TrimSpace(c)] = true
+	for _, c := range protocolCounts(t, "ONTAP_CSI_BENCH_ONLY", v, "concurrency", "iscsi:20") {
+		only[fmt.Sprintf("%s:%d", c.proto, c.n)] = true
 	}
 	return only
 }
@@ -127,6 +123,21 @@ type podSize struct {
 	n     int
 }
 
+// protocolCounts parses the value v of the variable name, a list
+// <protocol>:<what>[,...] with what a positive number, e.g. example.
+func protocolCounts(t *testing.T, name, v, what, example string) []podSize {
+	var out []podSize
+	for _, c := range strings.Split(v, ",") {
+		proto, count, ok := strings.Cut(strings.TrimSpace(c), ":")
+		n, err := strconv.Atoi(count)
+		if !ok || err != nil || n < 1 || (proto != "nfs" && proto != "iscsi") {
+			t.Fatalf("%s=%q: want protocol:%s[,...], e.g. %s", name, v, what, example)
+		}
+		out = append(out, podSize{proto, n})
+	}
+	return out
+}
+
 // benchPods is the pod starts to measure: ONTAP_CSI_BENCH_PODS
 // (<protocol>:<volumes>[,...], say nfs:50,iscsi:10) when set; else none
 // when ONTAP_CSI_BENCH_ONLY picked cases; else 1, 10 and 50 volumes of
@@ -135,16 +146,7 @@ type podSize struct {
 // named.
 func benchPods(t *testing.T, real, picked bool) []podSize {
 	if v := os.Getenv("ONTAP_CSI_BENCH_PODS"); v != "" {
-		var pods []podSize
-		for _, c := range strings.Split(v, ",") {
-			proto, size, ok := strings.Cut(strings.TrimSpace(c), ":")
-			n, err := strconv.Atoi(size)
-			if !ok || err != nil || n < 1 || (proto != "nfs" && proto != "iscsi") {
-				t.Fatalf("ONTAP_CSI_BENCH_PODS=%q: want protocol:volumes[,...], e.g. nfs:50,iscsi:10", v)
-			}
-			pods = append(pods, podSize{proto, n})
-		}
-		return pods
+		return protocolCounts(t, "ONTAP_CSI_BENCH_PODS", v, "volumes", "nfs:50,iscsi:10")
 	}
 	if picked {
 		return nil

@@ -141,8 +141,7 @@ func (s *Simulator) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	var fault *FaultRule
 	if !internal {
 		fault = s.pickFault(r.Method, rt.tmpl)
-		s.stats.request(key, fault != nil)
-		defer s.stats.enter(key)()
+		defer s.stats.request(key, fault != nil)()
 	}
 	logger := logrus.WithFields(logrus.Fields{"method": r.Method, "endpoint": rt.tmpl})
 	if fault != nil {

@@ -52,33 +52,16 @@ type statsCounter struct {
 	inFlight map[string]int64
 }
 
-// enter counts a request of key in flight until the returned func runs.
-func (c *statsCounter) enter(key string) (leave func()) {
+// request counts a request of key, and counts it in flight until the
+// returned func runs.
+func (c *statsCounter) request(key string, fault bool) (leave func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.st.Endpoints == nil {
+		c.st.Endpoints = map[string]EndpointStats{}
+	}
 	if c.inFlight == nil {
 		c.inFlight = map[string]int64{}
-	}
-	c.inFlight[key]++
-	if c.st.Endpoints == nil {
-		c.st.Endpoints = map[string]EndpointStats{}
-	}
-	if e := c.st.Endpoints[key]; c.inFlight[key] > e.MaxInFlight {
-		e.MaxInFlight = c.inFlight[key]
-		c.st.Endpoints[key] = e
-	}
-	return func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.inFlight[key]--
-	}
-}
-
-func (c *statsCounter) request(key string, fault bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.st.Endpoints == nil {
-		c.st.Endpoints = map[string]EndpointStats{}
 	}
 	e := c.st.Endpoints[key]
 	e.Requests++
@@ -87,7 +70,14 @@ func (c *statsCounter) request(key string, fault bool) {
 		e.Faults++
 		c.st.Faults++
 	}
+	c.inFlight[key]++
+	e.MaxInFlight = max(e.MaxInFlight, c.inFlight[key])
 	c.st.Endpoints[key] = e
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.inFlight[key]--
+	}
 }
 
 func (c *statsCounter) delay(key string, d time.Duration) {
