@@ -1,9 +1,11 @@
 package ontapsim
 
 import (
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -290,11 +292,14 @@ func sortedRules(p *policyState) []*ruleState {
 }
 
 func (s *Simulator) getPolicies(c *call) (*reply, *apiError) {
-	var recs []map[string]any
-	for _, p := range s.m.ExportPolicies {
-		recs = append(recs, s.renderPolicy(p))
-	}
-	return c.list(policyResource, recs)
+	policies := slices.Collect(maps.Values(s.m.ExportPolicies))
+	keys := map[string]any{}
+	return c.listByKeys(policyResource, len(policies), func(i int) map[string]any {
+		// Every policy has its own name and ID; the SVM is left to the
+		// rendered record.
+		keys["id"], keys["name"] = policies[i].ID, policies[i].Name
+		return keys
+	}, func(i int) map[string]any { return s.renderPolicy(policies[i]) })
 }
 
 // policy resolves the {id} (or {policy.id}) path parameter; notFound is the

@@ -582,6 +582,18 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// mayMatch runs the filters on the fields that partial holds (a filter's
+// first path element is one of its keys) and reports whether they pass;
+// the other filters are left to run, which needs the whole record.
+func (lq *listQuery) mayMatch(partial map[string]any) bool {
+	for i := range lq.filters {
+		if _, ok := partial[lq.filters[i].path[0]]; ok && !lq.filters[i].match(partial) {
+			return false
+		}
+	}
+	return true
+}
+
 // run filters, orders, pages and projects records. It returns the page and
 // the cursor of the next page ("" when this is the last one).
 func (lq *listQuery) run(res *resource, recs []map[string]any) (page []map[string]any, next url.Values, total int) {

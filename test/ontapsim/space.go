@@ -44,7 +44,10 @@ func (u *usage) volumeUsed(v *volumeState) int64 {
 	if n, ok := u.used[v.UUID]; ok {
 		return n
 	}
-	n := diskUsage(u.s.volumeDir(v.UUID))
+	var n int64
+	if !u.s.cfg.NoDataUsage {
+		n = diskUsage(u.s.volumeDir(v.UUID))
+	}
 	for _, l := range u.s.m.lunsOfVolume(v.UUID) {
 		if l.Reserved {
 			n += l.Size

@@ -2,11 +2,13 @@ package ontapsim
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -751,8 +753,9 @@ func (s *Simulator) cloneData(v *volumeState, snap *snapshotState) ([]*lunState,
 func (s *Simulator) renderVolume(u *usage, v *volumeState) map[string]any {
 	m := s.m
 	svm := m.svm(v.SVM)
-	rec := map[string]any{
-		"uuid": v.UUID, "name": v.Name, "size": v.Size, "state": v.State, "style": "flexvol", "type": v.Type,
+	rec := s.volumeKeys(v, map[string]any{}, map[string]any{})
+	for k, val := range map[string]any{
+		"size": v.Size, "state": v.State, "type": v.Type,
 		"create_time": formatTime(v.CreateTime), "language": v.Language,
 		"guarantee":                         map[string]any{"type": v.Guarantee, "honored": true},
 		"snapshot_directory_access_enabled": v.SnapdirAccess,
@@ -762,9 +765,8 @@ func (s *Simulator) renderVolume(u *usage, v *volumeState) map[string]any {
 		"encryption":                        map[string]any{"enabled": v.Encryption, "state": map[bool]string{true: "encrypted", false: "none"}[v.Encryption], "type": map[bool]string{true: "volume", false: "none"}[v.Encryption]},
 		"autosize":                          map[string]any{"mode": v.AutosizeMode, "maximum": v.Size * 6 / 5, "minimum": v.Size, "grow_threshold": 85, "shrink_threshold": 50},
 		"_links":                            selfLink("/api/storage/volumes/" + v.UUID),
-	}
-	if svm != nil {
-		rec["svm"] = map[string]any{"name": svm.Name, "uuid": svm.UUID}
+	} {
+		rec[k] = val
 	}
 	if a := m.aggr(v.Aggregate); a != nil {
 		rec["aggregates"] = []any{map[string]any{"name": a.Name, "uuid": a.UUID}}
@@ -846,12 +848,23 @@ func (s *Simulator) renderVolume(u *usage, v *volumeState) map[string]any {
 
 func (s *Simulator) getVolumes(c *call) (*reply, *apiError) {
 	s.purgeRecoveryQueue()
-	u := c.usage()
-	recs := make([]map[string]any, 0, len(s.m.Volumes))
-	for _, v := range s.m.Volumes {
-		recs = append(recs, s.renderVolume(u, v))
+	vols := slices.Collect(maps.Values(s.m.Volumes))
+	keys, svm := map[string]any{}, map[string]any{}
+	return c.listByKeys(volumeResource, len(vols),
+		func(i int) map[string]any { return s.volumeKeys(vols[i], keys, svm) },
+		func(i int) map[string]any { return s.renderVolume(c.usage(), vols[i]) })
+}
+
+// volumeKeys sets into rec the fields a volume lookup selects by (name,
+// UUID, SVM, style) as renderVolume renders them, the SVM's into svm.
+func (s *Simulator) volumeKeys(v *volumeState, rec, svm map[string]any) map[string]any {
+	rec["uuid"], rec["name"], rec["style"] = v.UUID, v.Name, "flexvol"
+	delete(rec, "svm")
+	if sv := s.m.svm(v.SVM); sv != nil {
+		svm["name"], svm["uuid"] = sv.Name, sv.UUID
+		rec["svm"] = svm
 	}
-	return c.list(volumeResource, recs)
+	return rec
 }
 
 func (c *call) volume(param string) (*volumeState, *apiError) {
