@@ -29,8 +29,9 @@ import (
 // ONTAP_CSI_BENCH_OUT=<file> also writes the Markdown there;
 // ONTAP_CSI_BENCH_ROUNDS=<n> sets the rounds (default 5; fewer while
 // iterating); ONTAP_CSI_BENCH_ONLY=<protocol>:<concurrency>[,...] (say
-// iscsi:20) runs only those cases of the per-volume table, and no pod
-// starts: one case in the VM takes minutes, the whole run most of an hour.
+// iscsi:20; none for no case) runs only those cases of the per-volume
+// table, and no pod starts: one case in the VM takes minutes, the whole
+// run most of an hour.
 // ONTAP_CSI_BENCH_PODS=<protocol>:<volumes>[,...] picks the pod starts
 // (benchPods). ONTAP_CSI_BENCH_LOG_LEVEL=info runs the plugin at a
 // production node's level instead of debug (its host tools then go
@@ -105,12 +106,16 @@ func TestNodeBenchmark(t *testing.T) {
 }
 
 // benchOnly parses ONTAP_CSI_BENCH_ONLY: nil when unset, else the set of
-// "protocol:concurrency" to run.
+// "protocol:concurrency" to run; "none" runs none (only the pod starts of
+// ONTAP_CSI_BENCH_PODS).
 func benchOnly(t *testing.T, v string) map[string]bool {
 	if v == "" {
 		return nil
 	}
 	only := map[string]bool{}
+	if v == "none" {
+		return only
+	}
 	for _, c := range protocolCounts(t, "ONTAP_CSI_BENCH_ONLY", v, "concurrency", "iscsi:20") {
 		only[fmt.Sprintf("%s:%d", c.proto, c.n)] = true
 	}
