@@ -495,6 +495,7 @@ func (c *call) listByKeys(res *resource, n int, keys, render func(i int) map[str
 	return c.answerList(res, lq, recs)
 }
 
+// answerList filters, orders, pages and projects recs as lq asks.
 func (c *call) answerList(res *resource, lq *listQuery, recs []map[string]any) (*reply, *apiError) {
 	page, next, n := lq.run(res, recs)
 	if page == nil {
