@@ -753,8 +753,7 @@ func (s *Simulator) cloneData(v *volumeState, snap *snapshotState) ([]*lunState,
 func (s *Simulator) renderVolume(u *usage, v *volumeState) map[string]any {
 	m := s.m
 	svm := m.svm(v.SVM)
-	rec := s.volumeKeys(v, map[string]any{}, map[string]any{})
-	for k, val := range map[string]any{
+	rec := map[string]any{
 		"size": v.Size, "state": v.State, "type": v.Type,
 		"create_time": formatTime(v.CreateTime), "language": v.Language,
 		"guarantee":                         map[string]any{"type": v.Guarantee, "honored": true},
@@ -765,9 +764,8 @@ func (s *Simulator) renderVolume(u *usage, v *volumeState) map[string]any {
 		"encryption":                        map[string]any{"enabled": v.Encryption, "state": map[bool]string{true: "encrypted", false: "none"}[v.Encryption], "type": map[bool]string{true: "volume", false: "none"}[v.Encryption]},
 		"autosize":                          map[string]any{"mode": v.AutosizeMode, "maximum": v.Size * 6 / 5, "minimum": v.Size, "grow_threshold": 85, "shrink_threshold": 50},
 		"_links":                            selfLink("/api/storage/volumes/" + v.UUID),
-	} {
-		rec[k] = val
 	}
+	s.volumeKeys(v, rec, map[string]any{})
 	if a := m.aggr(v.Aggregate); a != nil {
 		rec["aggregates"] = []any{map[string]any{"name": a.Name, "uuid": a.UUID}}
 	}
