@@ -33,7 +33,9 @@ func (c *cluster) checkTridentMetrics(t *testing.T) {
 	t.Helper()
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dialerIn(c.netns), DisableKeepAlives: true}}
 	var scrape string
-	eventually(t, "the volume in the metrics", 60*time.Second, func() (bool, string) {
+	// Well within --backend_storage_poll_interval (a minute): a backend
+	// loaded from a TridentBackendConfig after start-up is listed at once.
+	eventually(t, "the volume in the metrics", 20*time.Second, func() (bool, string) {
 		_, scrape = get(t, client, "http://127.0.0.1:8001/metrics")
 		return strings.Contains(scrape, `ontap_csi_volume_info{`), scrape
 	})

@@ -159,7 +159,8 @@ type tridentController struct {
 
 // newTridentController connects to the Kubernetes API and starts watching
 // TridentBackendConfigs; reserved are the names of --backend-config
-// backends. Each configuration's check is reported to inv.
+// backends. Each configuration's check is reported to inv, and inv lists
+// the backends again when one is loaded or removed.
 func newTridentController(ctx context.Context, t *tridentAPIOptions, reserved []string, inv *inventory.Inventory) (*tridentController, error) {
 	dyn, err := t.kubeClient()
 	if err != nil {
@@ -170,7 +171,7 @@ func newTridentController(ctx context.Context, t *tridentAPIOptions, reserved []
 		return nil, err
 	}
 	w, err := backendconfigs.New(backendconfigs.Config{Dynamic: dyn, Namespace: ns, ReservedNames: reserved,
-		Checked: inv.Report, Forgotten: inv.Forget})
+		Checked: inv.Report, Forgotten: inv.Forget, Served: inv.Changed})
 	if err != nil {
 		return nil, err
 	}

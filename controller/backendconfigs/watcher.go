@@ -99,6 +99,9 @@ type Config struct {
 	// resource whose backend it was goes or names another backend.
 	Checked   func(backend, driver string, err error)
 	Forgotten func(backend string)
+	// Served, if set, is called after the backends Backends returns
+	// changed: one loaded, replaced or removed.
+	Served func()
 }
 
 // Watcher serves the backends of the TridentBackendConfigs in a namespace.
@@ -391,6 +394,7 @@ func (w *Watcher) set(name string, l *loaded) {
 	if old != nil && old.driver != l.driver {
 		release(old.driver)
 	}
+	w.served()
 }
 
 func (w *Watcher) unload(name, why string) {
@@ -402,9 +406,17 @@ func (w *Watcher) unload(name, why string) {
 	delete(w.lastFailure, name)
 	w.report(name, "", "", nil)
 	if l != nil {
+		w.served()
 		release(l.driver)
 		w.log.WithFields(logrus.Fields{"tridentBackendConfig": name, "backend": l.driver.Name(), "reason": why}).
 			Info("backend removed; its volumes on ONTAP are untouched")
+	}
+}
+
+// served tells Config.Served that Backends changed.
+func (w *Watcher) served() {
+	if w.cfg.Served != nil {
+		w.cfg.Served()
 	}
 }
 

@@ -69,6 +69,7 @@ type env struct {
 	mu     sync.Mutex
 	built  map[string][]*closeCounter // by backend name, in order
 	checks []string                   // Checked and Forgotten calls, in order
+	served [][]string                 // what Backends returned at each Served call
 }
 
 func (e *env) note(s string) {
@@ -137,6 +138,16 @@ func newEnv(t *testing.T) *env {
 			e.note(fmt.Sprintf("checked %s %s %v", backend, driver, err != nil))
 		},
 		Forgotten: func(backend string) { e.note("forgotten " + backend) },
+		Served: func() {
+			bs, _ := e.w.Backends()
+			var names []string
+			for _, b := range bs {
+				names = append(names, b.Name())
+			}
+			e.mu.Lock()
+			e.served = append(e.served, names)
+			e.mu.Unlock()
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -529,9 +540,18 @@ func TestDeletePolicies(t *testing.T) {
 	e.waitStatus("gone", "Bound", func(st Status) bool { return bound(st) && st.Message == "Backend 'gone' created" })
 }
 
+// servedCalls returns what Backends returned at each Served call.
+func (e *env) servedCalls() [][]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.served)
+}
+
 // TestChecksAreReported: each configuration's contact with ONTAP is
 // passed on (for the backend states of `ontap-csi backends` and the
-// metrics), and the backend forgotten when its resource goes.
+// metrics), and the backend forgotten when its resource goes. Served is
+// called once the backend is served and once it is gone, and only then:
+// what it prompts (the inventory's listing) sees the change.
 func TestChecksAreReported(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -543,6 +563,10 @@ func TestChecksAreReported(t *testing.T) {
 		n := e.noted()
 		return slices.Contains(n, "checked good ontap-nas false") && slices.Contains(n, "checked refused ontap-nas true")
 	})
+	e.waitFor("Served told of the load", func() bool { return len(e.servedCalls()) > 0 })
+	if got := e.servedCalls(); len(got) != 1 || !slices.Equal(got[0], []string{"good"}) {
+		t.Errorf("Served saw %q, want one call that sees [good]", got)
+	}
 	for _, name := range []string{"good", "refused"} {
 		if err := e.dyn.Resource(GVR).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -552,6 +576,10 @@ func TestChecksAreReported(t *testing.T) {
 		n := e.noted()
 		return slices.Contains(n, "forgotten good") && slices.Contains(n, "forgotten refused")
 	})
+	e.waitFor("Served told of the removal", func() bool { return len(e.servedCalls()) == 2 })
+	if got := e.servedCalls(); len(got[1]) != 0 {
+		t.Errorf("Served after the removal saw %q, want nothing served", got[1])
+	}
 }
 
 func TestNeedsReconcile(t *testing.T) {

@@ -107,6 +107,8 @@ type Inventory struct {
 	scCount   *int
 	nodeCount *int
 	refreshed time.Time
+
+	changed chan struct{} // Changed's request for a refresh; holds at most one
 }
 
 // New returns an Inventory; Run refreshes it.
@@ -117,11 +119,11 @@ func New(cfg Config) *Inventory {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	return &Inventory{cfg: cfg, entries: map[string]*entry{}}
+	return &Inventory{cfg: cfg, entries: map[string]*entry{}, changed: make(chan struct{}, 1)}
 }
 
 // Run refreshes at once, which is the start-up check of every backend,
-// then once per period until ctx ends.
+// then once per period, and after Changed, until ctx ends.
 func (inv *Inventory) Run(ctx context.Context) {
 	t := time.NewTicker(inv.cfg.Period)
 	defer t.Stop()
@@ -131,7 +133,21 @@ func (inv *Inventory) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-inv.changed:
+			// Trident updates its metrics as a backend is added; without
+			// this, a backend loaded after start-up (a TridentBackendConfig,
+			// or every backend after a controller restart) would be
+			// missing from them for up to a period.
 		}
+	}
+}
+
+// Changed says the backends served changed: Run lists them again without
+// waiting for the period. Calls while a refresh is pending add nothing.
+func (inv *Inventory) Changed() {
+	select {
+	case inv.changed <- struct{}{}:
+	default:
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -178,5 +180,53 @@ func TestStates(t *testing.T) {
 	inv.Forget("tbc-backend")
 	if n := len(inv.Backends()); n != 2 {
 		t.Fatalf("forgotten: %+v", inv.Backends())
+	}
+}
+
+// TestChangedListsAgain: a backend served after start-up (a
+// TridentBackendConfig loaded, or every one after a controller restart) is
+// listed once Changed is called, not a period later; calls made while a
+// refresh is pending coalesce.
+func TestChangedListsAgain(t *testing.T) {
+	nas, san, _ := fixture()
+	var mu sync.Mutex
+	served := []backends.Backend{nas}
+	inv := New(Config{Period: time.Hour, Backends: func() []backends.Backend {
+		mu.Lock()
+		defer mu.Unlock()
+		return served
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { inv.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never: %s; backends %+v", what, inv.Backends())
+			}
+		}
+	}
+	waitFor("the start-up listing", func() bool { return !inv.Refreshed().IsZero() })
+	first := inv.Refreshed()
+
+	mu.Lock()
+	served = []backends.Backend{nas, san}
+	mu.Unlock()
+	inv.Changed()
+	inv.Changed() // coalesces with the first
+	waitFor("san listed", func() bool { return len(inv.Backends()) == 2 })
+	if got := inv.Backends()[1]; got.Name != "san1" || got.State != Online || got.Volumes != len(san.vols) {
+		t.Errorf("san after Changed: %+v", got)
+	}
+	// Only the start-up listing and one for the two Changed calls, or two
+	// if the second came after Run took the first; never more.
+	time.Sleep(50 * time.Millisecond)
+	if n := nas.calls; n > 3*3 {
+		t.Errorf("nas listed %d times (3 calls each), want at most 3 listings", n/3)
+	}
+	if !inv.Refreshed().After(first) {
+		t.Error("Refreshed did not move")
 	}
 }
