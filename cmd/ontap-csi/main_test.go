@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -52,6 +53,16 @@ func TestMain(m *testing.M) {
 	for _, p := range hostPaths {
 		_, err := os.Lstat(p)
 		existed[p] = err == nil
+	}
+	// The parallel tests (the Trident DaemonSets' and the operator's) spend
+	// most of their time in the node role's --handover-grace after SIGTERM,
+	// not on a CPU: run them all at once unless -test.parallel says
+	// otherwise (its default is the CPUs).
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", "8")
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -201,6 +212,7 @@ func expandK8s(args []string, env map[string]string) []string {
 }
 
 func TestTridentContainerArgs(t *testing.T) {
+	t.Parallel() // see TestTridentOperatorObjects
 	for _, tc := range tridentContainers {
 		if tc.role == roleController {
 			// With --crd_persistence and --https_rest the controller needs

@@ -38,6 +38,9 @@ import (
 // Kubernetes API (fakeAPI) with a TridentBackendConfig, and an ONTAP
 // (the simulator). A stand-in for kubelet takes the node registrations.
 func TestTridentOperatorObjects(t *testing.T) {
+	// Beside TestTridentContainerArgs: both spend most of their time in
+	// the node role's --handover-grace after SIGTERM.
+	t.Parallel()
 	for _, v := range []string{"20.10", "26.06"} {
 		t.Run(v, func(t *testing.T) {
 			t.Parallel()
