@@ -79,6 +79,10 @@ type Config struct {
 	// ISCSIDeviceTimeout bounds each wait for the kernel in iSCSI attach,
 	// detach and resize (a LUN's device, its multipath map, a new size).
 	ISCSIDeviceTimeout time.Duration
+	// ISCSIDeadPathGrace is how long an unstage lets a LUN's multipath map
+	// with no usable path queue I/O before failing it
+	// (iscsi.Config.DeadPathGrace).
+	ISCSIDeadPathGrace time.Duration
 	// MaxISCSIOperations caps concurrent iSCSI attach, detach and resize
 	// (Trident: 5 concurrent iSCSI stages). Excess callers wait.
 	MaxISCSIOperations int
@@ -181,6 +185,7 @@ func New(cfg Config) (*Service, error) {
 		// Its per-target locks must not share names with the volume locks.
 		LockDir:       filepath.Join(cfg.LockDir, "iscsi"),
 		DeviceTimeout: cfg.ISCSIDeviceTimeout,
+		DeadPathGrace: cfg.ISCSIDeadPathGrace,
 	})
 	if err != nil {
 		return nil, err

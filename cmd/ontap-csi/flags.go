@@ -18,6 +18,7 @@ import (
 
 	"github.com/ontap-csi/ontap-csi/controller/inventory"
 	"github.com/ontap-csi/ontap-csi/node"
+	"github.com/ontap-csi/ontap-csi/node/iscsi"
 	"github.com/ontap-csi/ontap-csi/server"
 )
 
@@ -71,6 +72,7 @@ type options struct {
 	devDir             string
 	sysRoot            string
 	iscsiDeviceTimeout time.Duration
+	iscsiDeadGrace     time.Duration
 	maxISCSIOperations int
 	maxNFSMounts       int
 	maxFormats         int
@@ -186,6 +188,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.devDir, "dev-dir", "/dev", "where /dev is (tests point it elsewhere)")
 	fs.StringVar(&o.sysRoot, "sys-root", "/sys", "where /sys is (tests point it elsewhere)")
 	fs.DurationVar(&o.iscsiDeviceTimeout, "iscsi-device-timeout", node.DefaultISCSIDeviceTimeout, "how long iSCSI attach, detach and resize wait for the kernel")
+	fs.DurationVar(&o.iscsiDeadGrace, "iscsi-dead-path-grace", iscsi.DefaultDeadPathGrace, "how long an unstage lets a LUN with no usable path queue I/O for a path to come back before it fails the I/O")
 	fs.IntVar(&o.maxISCSIOperations, "max-iscsi-operations", node.DefaultMaxISCSIOperations, "concurrent iSCSI attach, detach and resize (Trident: 5)")
 	fs.IntVar(&o.maxNFSMounts, "max-nfs-mounts", node.DefaultMaxNFSMounts, "concurrent NFS mounts (Trident: 10)")
 	fs.IntVar(&o.maxFormats, "max-formats", node.DefaultMaxFormats, "concurrent mkfs runs")
@@ -306,6 +309,9 @@ func (o *options) validateNodeDataPath() error {
 	}
 	if o.iscsiDeviceTimeout <= 0 {
 		return usagef("--iscsi-device-timeout %s must be positive", o.iscsiDeviceTimeout)
+	}
+	if o.iscsiDeadGrace <= 0 {
+		return usagef("--iscsi-dead-path-grace %s must be positive", o.iscsiDeadGrace)
 	}
 	for name, dir := range map[string]string{"--tracking-dir": o.trackingDir, "--dev-dir": o.devDir, "--sys-root": o.sysRoot} {
 		if !strings.HasPrefix(dir, "/") {

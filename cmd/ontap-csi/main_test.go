@@ -349,6 +349,7 @@ func TestBadCommandLines(t *testing.T) {
 		{"NFS cap", []string{"--csi_role=node", "--csi_endpoint=" + ep, "--csi_node_name=n", "--max-nfs-mounts=-2"}, 2, "--max-nfs-mounts -2 must be at least 1"},
 		{"volume limit", []string{"--csi_role=node", "--csi_endpoint=" + ep, "--csi_node_name=n", "--max-volumes-per-node=-1"}, 2, "--max-volumes-per-node -1 must not be negative"},
 		{"device timeout", []string{"--csi_role=node", "--csi_endpoint=" + ep, "--csi_node_name=n", "--iscsi-device-timeout=0s"}, 2, "--iscsi-device-timeout 0s must be positive"},
+		{"dead path grace", []string{"--csi_role=node", "--csi_endpoint=" + ep, "--csi_node_name=n", "--iscsi-dead-path-grace=-1s"}, 2, "--iscsi-dead-path-grace -1s must be positive"},
 		{"relative tracking dir", []string{"--csi_role=node", "--csi_endpoint=" + ep, "--csi_node_name=n", "--tracking-dir=rel"}, 2, "--tracking-dir \"rel\" must be an absolute path"},
 		{"relative dev dir", []string{"--csi_role=node", "--csi_endpoint=" + ep, "--csi_node_name=n", "--dev-dir=rel"}, 2, "--dev-dir \"rel\" must be an absolute path"},
 		{"relative sys root", []string{"--csi_role=node", "--csi_endpoint=" + ep, "--csi_node_name=n", "--sys-root=rel"}, 2, "--sys-root \"rel\" must be an absolute path"},

@@ -27,6 +27,7 @@ func newNode(o *options, reporter node.Reporter) (*node.Service, error) {
 		InitiatorName:      o.initiatorName,
 		IPs:                o.nodeIPs,
 		ISCSIDeviceTimeout: o.iscsiDeviceTimeout,
+		ISCSIDeadPathGrace: o.iscsiDeadGrace,
 		MaxISCSIOperations: o.maxISCSIOperations,
 		MaxNFSMounts:       o.maxNFSMounts,
 		MaxFormats:         o.maxFormats,

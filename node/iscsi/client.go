@@ -114,7 +114,7 @@ type Config struct {
 	Multipath     MultipathMode
 	// DeadPathGrace is how long, at an unstage, all paths of a LUN's
 	// multipath map may stay failed before it stops queueing I/O
-	// (ReleaseDeadMapsDuring); default 30 s.
+	// (ReleaseDeadMapsDuring); DefaultDeadPathGrace if not positive.
 	DeadPathGrace time.Duration
 }
 
@@ -165,7 +165,7 @@ func New(cfg Config) (*Client, error) {
 		c.timeout = defaultDeviceTimeout
 	}
 	if c.deadPathGrace = cfg.DeadPathGrace; c.deadPathGrace <= 0 {
-		c.deadPathGrace = defaultDeadPathGrace
+		c.deadPathGrace = DefaultDeadPathGrace
 	}
 	return c, nil
 }

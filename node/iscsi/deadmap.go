@@ -11,11 +11,11 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// defaultDeadPathGrace is how long a LUN's multipath map may have all its
+// DefaultDeadPathGrace is how long a LUN's multipath map may have all its
 // paths failed, at an unstage, before it stops queueing I/O: long enough
 // for a path to come back after a brief network or storage outage, short
 // enough for the unstage to end within kubelet's deadline (2 minutes).
-const defaultDeadPathGrace = 30 * time.Second
+const DefaultDeadPathGrace = 30 * time.Second
 
 // ReleaseDeadMapsDuring runs unmount, the unmount of a file system on the
 // LUN, and watches the LUN's multipath maps while it runs: a map with no

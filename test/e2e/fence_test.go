@@ -29,7 +29,7 @@ import (
 func TestFencedNodeWritesNothing(t *testing.T) {
 	requireRealKernel(t)
 	r := newRig(t, rigOptions{iscsi: true})
-	p := r.startPlugin(pluginOptions{})
+	p := r.startPlugin(pluginOptions{args: shortDeadPathGrace})
 	capability := mountCap("ext4", snw)
 	// LUN ID 0 unmapped is LIO's read-only virtual LUN 0, not ONTAP's "not
 	// supported" (docs/vm.md): the fenced LUN gets ID 1.

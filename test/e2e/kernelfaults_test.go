@@ -71,6 +71,12 @@ func TestPathLostAndRestoredDuringIO(t *testing.T) {
 	r.unpublishAndDelete(p, vol)
 }
 
+// shortDeadPathGrace shortens the wait of an unstage whose LUN has no
+// path left: these tests are about what the unstage does once it ends,
+// and the default 30 s would be most of their time. The grace's timing
+// is node/iscsi's tests' (deadmap_test.go).
+var shortDeadPathGrace = []string{"--iscsi-dead-path-grace=5s"}
+
 // TestLUNUnmappedWhileStaged unmaps a staged and published LUN on ONTAP,
 // as an administrator or another cluster's controller may: every path
 // fails (the LUN is not supported there any more) and dm-multipath queues
@@ -79,7 +85,7 @@ func TestPathLostAndRestoredDuringIO(t *testing.T) {
 func TestLUNUnmappedWhileStaged(t *testing.T) {
 	requireRealKernel(t)
 	r := newRig(t, rigOptions{iscsi: true})
-	p := r.startPlugin(pluginOptions{})
+	p := r.startPlugin(pluginOptions{args: shortDeadPathGrace})
 	// LUN ID 0 unmapped is LIO's read-only virtual LUN 0 (docs/vm.md), not
 	// ONTAP's "not supported": the LUN under test gets ID 1.
 	r.makeISCSIVolume("pvc-filler", 64<<20, "ext4")
@@ -441,7 +447,10 @@ func TestMultipathMapLateOrNever(t *testing.T) {
 		r := r.in(t)
 		vol := r.makeISCSIVolume("pvc-map-late", 64<<20, "ext4")
 		blacklistMultipath(t, true)
-		time.AfterFunc(8*time.Second, func() { blacklistMultipath(t, false) })
+		// multipathd builds the map up to 6 s after the blacklist goes
+		// when the host is busy (measured in make test): well within the
+		// 20 s the stage waits.
+		time.AfterFunc(4*time.Second, func() { blacklistMultipath(t, false) })
 		staging := r.makeStaging(vol.id)
 		bounded(t, "NodeStageVolume", 2*time.Minute, func(ctx context.Context) error {
 			_, err := p.Node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol.id, StagingTargetPath: staging, VolumeCapability: capability, PublishContext: vol.context})
