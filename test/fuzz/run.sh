@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # make fuzz (docs/fuzz.md): runs every fuzz target of the repository — each
 # `func Fuzz…` in a *_test.go file git knows, in every Go module — for
-# FUZZTIME each, one after the other. The corpus each run finds is kept in
-# the fuzz cache, so a CI with a warm cache keeps growing it; the seed
+# FUZZTIME each, one after the other. Each package's test binary is built
+# once, with the fuzzing instrumentation, and runs each of its targets in
+# turn: go test -fuzz would link it again for every target. The corpus each
+# run finds is kept in the fuzz cache, so a CI with a warm cache keeps growing it; the seed
 # corpora in testdata/fuzz are run as well. A failure fails the run, and go
 # test writes the failing input to the package's testdata/fuzz/<target>/,
 # where it stays a test case once committed.
@@ -25,6 +27,7 @@ if [ -z "${FUZZ_CACHE:-}" ]; then
 	fi
 fi
 mkdir -p "$FUZZ_CACHE"
+FUZZ_CACHE=$(cd "$FUZZ_CACHE" && pwd) # the targets run in their package's directory
 # One run at a time grows a cache; a second waits.
 exec 9>"$FUZZ_CACHE/.lock"
 flock 9
@@ -43,14 +46,17 @@ module() {
 # only when that fails too. The output of a run that is retried is printed
 # indented, so that its "--- FAIL" line is not read as the run's failure by
 # whoever scans the log for failures (CI does).
+#
+# It runs the package's binary as go test would: in the package's
+# directory, where the seed corpus is read and a failing input written.
 fuzz_target() {
-	local mod=$1 pkg=$2 dir=$3 name=$4 attempt out
+	local bin=$1 dir=$2 name=$3 attempt out
 	out=$FUZZ_OUT
 	for attempt in 1 2; do
 		local before after
 		before=$(ls "$dir/testdata/fuzz/$name" 2>/dev/null | sort || true)
-		if (cd "$mod" && "$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -parallel "$FUZZ_PARALLEL" "$pkg" \
-			-args -test.fuzzcachedir="$FUZZ_CACHE/$dir") >"$out" 2>&1; then
+		if (cd "$dir" && "$bin" -test.run '^$' -test.fuzz "^${name}\$" -test.fuzztime "$FUZZTIME" \
+			-test.parallel "$FUZZ_PARALLEL" -test.fuzzcachedir="$FUZZ_CACHE/$dir") >"$out" 2>&1; then
 			cat "$out"
 			return 0
 		fi
@@ -72,7 +78,8 @@ fuzz_target() {
 }
 
 FUZZ_OUT=$(mktemp)
-trap 'rm -f "$FUZZ_OUT"' EXIT
+FUZZ_BIN=$(mktemp -d)
+trap 'rm -rf "$FUZZ_OUT" "$FUZZ_BIN"' EXIT
 failed=()
 count=0
 start=$(date +%s)
@@ -81,13 +88,18 @@ while IFS= read -r file; do
 	mod=$(module "$dir")
 	pkg=./${dir#"$mod"}
 	pkg=${pkg/#.\/\//./}
+	bin=$FUZZ_BIN/${dir//\//_}.test
 	while IFS= read -r name; do
 		if [ -n "${FUZZ_ONLY:-}" ] && ! [[ $name =~ $FUZZ_ONLY ]]; then
 			continue
 		fi
 		count=$((count + 1))
+		if [ ! -x "$bin" ] && ! (cd "$mod" && "$GO" test -c -fuzz . -o "$bin" "$pkg"); then
+			failed+=("$name ($dir): its package did not build")
+			continue
+		fi
 		echo "== $name ($dir, $FUZZTIME)"
-		if ! fuzz_target "$mod" "$pkg" "$dir" "$name"; then
+		if ! fuzz_target "$bin" "$dir" "$name"; then
 			failed+=("$name ($dir)")
 		fi
 	done < <(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file")
