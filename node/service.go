@@ -99,6 +99,7 @@ const (
 	DefaultMaxISCSIOperations = 5
 	DefaultMaxNFSMounts       = 10
 	DefaultISCSIDeviceTimeout = 20 * time.Second
+	DefaultISCSIDeadPathGrace = iscsi.DefaultDeadPathGrace
 )
 
 // DefaultMaxFormats is the mkfs cap: one per CPU, at least 2 (Trident's

@@ -79,6 +79,7 @@ fuzz_target() {
 
 FUZZ_OUT=$(mktemp)
 FUZZ_BIN=$(mktemp -d)
+declare -A unbuilt # package directories whose test binary did not build
 trap 'rm -rf "$FUZZ_OUT" "$FUZZ_BIN"' EXIT
 failed=()
 count=0
@@ -94,7 +95,8 @@ while IFS= read -r file; do
 			continue
 		fi
 		count=$((count + 1))
-		if [ ! -x "$bin" ] && ! (cd "$mod" && "$GO" test -c -fuzz . -o "$bin" "$pkg"); then
+		if [ -n "${unbuilt[$dir]:-}" ] || { [ ! -x "$bin" ] && ! (cd "$mod" && "$GO" test -c -fuzz . -o "$bin" "$pkg"); }; then
+			unbuilt[$dir]=1
 			failed+=("$name ($dir): its package did not build")
 			continue
 		fi
