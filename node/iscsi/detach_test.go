@@ -175,6 +175,60 @@ func TestResizeRescansPathsThenMap(t *testing.T) {
 	}
 }
 
+// A resize multipathd refuses (seen on the real kernel right after the
+// paths' rescans) is asked again; a map that grew meanwhile by itself is
+// done without another; one refused every time fails after resizeAttempts.
+func TestResizeRetriesARefusedMapResize(t *testing.T) {
+	const grown = 3 << 30
+	for _, tc := range []struct {
+		name       string
+		refuse     int  // resizes refused before one succeeds
+		growsAlone bool // multipathd grows the map at the first refusal
+		wantCalls  int
+		wantErr    bool
+	}{
+		{"refused twice", 2, false, 3, false},
+		{"grew while refusing", resizeAttempts, true, 1, false},
+		{"refused always", resizeAttempts, false, resizeAttempts, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeSys(t)
+			f.session(1)
+			f.device(1, 3, "sdb", testSerial, grown) // already rescanned
+			f.mpathMap("dm-1", "mpath-3600a0980"+hexSerial(testSerial), 1<<30, "sdb")
+			refused := 0
+			ex := &fakeExec{fn: func(argv []string) ([]byte, error) {
+				switch {
+				case strings.Join(argv, " ") == "iscsiadm -m session":
+					return sessionLines(1), nil
+				case argv[0] == "multipathd" && argv[1] == "resize":
+					if refused < tc.refuse {
+						refused++
+						if tc.growsAlone {
+							f.setSize("dm-1", grown)
+						}
+						return nil, exitErr("multipathd", 1)
+					}
+					f.setSize("dm-1", grown)
+					return []byte("ok\n"), nil
+				}
+				return nil, nil
+			}}
+			c := newTestClient(t, f, ex, MultipathAuto)
+			size, err := c.Resize(context.Background(), testTarget("10.0.0.1"), grown)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Resize = %d, %v; want error %v\n%s", size, err, tc.wantErr, ex.log())
+			}
+			if !tc.wantErr && size != grown {
+				t.Fatalf("size %d, want %d", size, grown)
+			}
+			if n := ex.called("multipathd resize map 3600a0980" + hexSerial(testSerial)); n != tc.wantCalls {
+				t.Fatalf("%d resizes, want %d\n%s", n, tc.wantCalls, ex.log())
+			}
+		})
+	}
+}
+
 // whenWritten runs fn once path holds "1".
 func whenWritten(t *testing.T, path string, fn func()) {
 	done := make(chan struct{})
