@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 	mount "k8s.io/mount-utils"
 
+	"github.com/ontap-csi/ontap-csi/internal/sharedread"
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
 )
 
@@ -42,6 +43,27 @@ type mounter struct {
 	// unmountHere unmounts path in this process's own mount namespace
 	// (unmountCopies); nil is unmountInNamespace.
 	unmountHere func(path string) error
+	// table, when set, reads mountInfo for the calls whose reads overlap
+	// (newService). Twenty unstages at once on the real kernel, with 500
+	// mounts on the node, each spent 150 ms in their read under the
+	// load they made together (issue 18, docs/benchmarks.md); a read they
+	// share still starts after each caller asked, so it sees every mount
+	// and unmount that finished before, as a read of its own would.
+	table *sharedread.Read[[]byte]
+}
+
+// mountsOf returns the entries of this process's mount table whose mount
+// point is path exactly, bottom first (the package's mountsOf), through
+// the shared read when there is one.
+func (m *mounter) mountsOf(path string) ([]mount.MountInfo, error) {
+	if m.table == nil || tornMountinfo() {
+		return mountsOf(m.mountInfo, path)
+	}
+	data, err := m.table.Get()
+	if err != nil {
+		return nil, fmt.Errorf("read mount table: %w", err)
+	}
+	return mountsIn(data, path)
 }
 
 // seen is where this process sees what the host tools see at path.
@@ -91,7 +113,7 @@ func (m *mounter) mountsAt(path string) ([]mount.MountInfo, error) {
 	if m.statx && notMountRoot(m.seen(path)) {
 		return nil, nil
 	}
-	return mountsOf(m.mountInfo, m.seen(path))
+	return m.mountsOf(m.seen(path))
 }
 
 // notMountRootTimeout bounds the statx of notMountRoot; a path that takes
@@ -200,7 +222,7 @@ func (m *mounter) unmountCopies(ctx context.Context, path string) error {
 		if m.statx && notMountRoot(path) {
 			return nil
 		}
-		mis, err := mountsOf(m.mountInfo, path)
+		mis, err := m.mountsOf(path)
 		if err != nil || len(mis) == 0 {
 			return err
 		}

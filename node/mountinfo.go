@@ -15,14 +15,10 @@ import (
 // mountsOf returns the entries of the mount table at mountInfo whose mount
 // point is path exactly, bottom first.
 //
-// It parses only the lines that can be those entries (they contain path):
-// on a node with 500 mounts the kernel's table costs 0.47 ms to read and
-// mount-utils' parse of every line another 0.45 ms, for the one or two
-// lines a check needs (issue 18; an unpublish and an unstage check one
-// path each). A line is parsed as mount-utils parses it
-// (parseMountInfoLine). Before Linux 5.8 a read of mountinfo can miss
-// lines while mounts change; there mount-utils reads the table until two
-// reads agree, and parses it whole, as before.
+// It parses only the lines that can be those entries (mountsIn). Before
+// Linux 5.8 a read of mountinfo can miss lines while mounts change; there
+// mount-utils reads the table until two reads agree, and parses it whole,
+// as before.
 func mountsOf(mountInfo, path string) ([]mount.MountInfo, error) {
 	if tornMountinfo() {
 		return mountsOfParsed(mountInfo, path)
@@ -31,6 +27,19 @@ func mountsOf(mountInfo, path string) ([]mount.MountInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read mount table: %w", err)
 	}
+	return mountsIn(data, path)
+}
+
+// mountsIn returns the entries of the mount table data whose mount point
+// is path exactly, bottom first.
+//
+// It parses only the lines that can be those entries (they contain path):
+// on a node with 500 mounts the kernel's table costs 0.47 ms to read and
+// mount-utils' parse of every line another 0.45 ms, for the one or two
+// lines a check needs (issue 18; an unpublish and an unstage check one
+// path each). A line is parsed as mount-utils parses it
+// (parseMountInfoLine).
+func mountsIn(data []byte, path string) ([]mount.MountInfo, error) {
 	var out []mount.MountInfo
 	for len(data) > 0 {
 		var line []byte

@@ -249,4 +249,11 @@ func TestOthersReadsEveryOtherVolumesState(t *testing.T) {
 	if err != nil || len(others) != 1 || others["pvc-2"] == nil || others["pvc-2"].Protocol() != tracking.ProtocolFile {
 		t.Fatalf("Others = %v, %v", others, err)
 	}
+	// The read is shared among calls (sharedread): one volume's exclusion
+	// is not another's, and a record written before a call is in it.
+	ts.stageNFS(t, "pvc-4", with(nfsContext, "nfsPath", "/trident_pvc_4"))
+	others, err = ts.state.Others("pvc-2")
+	if err != nil || len(others) != 2 || others["pvc-1"] == nil || others["pvc-4"] == nil {
+		t.Fatalf("Others = %v, %v", others, err)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/sirupsen/logrus"
 
+	"github.com/ontap-csi/ontap-csi/internal/sharedread"
 	"github.com/ontap-csi/ontap-csi/node/hostexec"
 	"github.com/ontap-csi/ontap-csi/node/iscsi"
 	"github.com/ontap-csi/ontap-csi/node/tracking"
@@ -207,6 +209,7 @@ func udevDataDir(cfg Config) string {
 // newService builds the service around ini; cfg must have its defaults set.
 func newService(cfg Config, ini initiator) (*Service, error) {
 	m := &mounter{exec: cfg.Exec, mountInfo: "/proc/self/mountinfo", hostRoot: cfg.HostRoot, statx: true}
+	m.table = sharedread.New(func() ([]byte, error) { return os.ReadFile(m.mountInfo) })
 	p := paths{base: filepath.Clean(cfg.KubeletDir), isMountPoint: m.mountedHere}
 	store, err := tracking.NewStore(cfg.TrackingDir, p.confine)
 	if err != nil {
