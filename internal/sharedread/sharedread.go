@@ -10,7 +10,10 @@
 // change that finished before the call, exactly as its own read would.
 package sharedread
 
-import "sync"
+import (
+	"errors"
+	"sync"
+)
 
 // Read shares runs of fn among its callers. The zero value is not usable:
 // make one with New.
@@ -65,10 +68,19 @@ func (r *Read[T]) Get() (T, error) {
 	return rn.v, rn.err
 }
 
+// errPanicked is what the other callers of a run get when fn panicked in
+// it (the panic goes on in the caller that ran it).
+var errPanicked = errors.New("the shared read panicked")
+
 // do runs fn for rn, then starts the next run, if a caller is waiting;
-// also if fn panics, so that a recovered panic leaves no caller waiting.
+// also if fn panics, so that no caller is left waiting, nor given a zero
+// value as if it had been read.
 func (r *Read[T]) do(rn *run[T]) {
+	ok := false
 	defer func() {
+		if !ok {
+			rn.err = errPanicked
+		}
 		close(rn.done)
 		r.mu.Lock()
 		r.cur, r.next = r.next, nil
@@ -78,4 +90,5 @@ func (r *Read[T]) do(rn *run[T]) {
 		r.mu.Unlock()
 	}()
 	rn.v, rn.err = r.fn()
+	ok = true
 }

@@ -103,28 +103,43 @@ func TestNoCallerGetsAnOlderRead(t *testing.T) {
 	t.Logf("%d calls, %d runs", 16*500, runs.Load())
 }
 
-// A run that panics leaves no caller of the next run waiting for ever.
-func TestAPanicLeavesNoCallerWaiting(t *testing.T) {
+// A run that panics gives the callers that shared it an error, not a
+// zero value as if read, and leaves no caller of the next run waiting.
+func TestAPanicGivesItsCallersAnError(t *testing.T) {
 	var runs atomic.Int32
 	started, release := make(chan struct{}), make(chan struct{})
 	r := New(func() (int32, error) {
-		if runs.Add(1) == 1 {
+		switch runs.Add(1) {
+		case 1:
 			close(started)
 			<-release
+			return 1, nil
+		case 2:
 			panic("boom")
 		}
-		return 2, nil
+		return 3, nil
 	})
-	go func() {
-		defer func() { _ = recover() }()
-		_, _ = r.Get()
-	}()
-	<-started
-	done := make(chan int32)
-	go func() { v, _ := r.Get(); done <- v }()
-	waitQueued(t, r, 1)
+	go func() { _, _ = r.Get() }()
+	<-started // run 1 is under way; run 2, which panics, is next
+	type result struct {
+		v   int32
+		err error
+	}
+	shared := make(chan result, 2)
+	get := func() {
+		defer func() { _ = recover() }() // the caller that runs it panics
+		v, err := r.Get()
+		shared <- result{v, err}
+	}
+	go get()
+	go get()
+	waitQueued(t, r, 2)
 	close(release)
-	if v := <-done; v != 2 {
-		t.Fatalf("got %d, want the next run's 2", v)
+	got := <-shared // the caller that did not run it; the other panicked
+	if !errors.Is(got.err, errPanicked) {
+		t.Fatalf("a caller of the run that panicked got %d, %v; want errPanicked", got.v, got.err)
+	}
+	if v, err := r.Get(); v != 3 || err != nil {
+		t.Fatalf("the run after: %d, %v; want 3", v, err)
 	}
 }
