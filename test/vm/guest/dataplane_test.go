@@ -32,10 +32,7 @@ func TestKernelDataPlaneSAN(t *testing.T) {
 		"authentication_type": "chap", "chap": map[string]any{"inbound": map[string]any{"user": "node1", "password": "secret-0123456"}}})
 	portal := info.ISCSILIFs[0] + ":3260"
 	node := loginWithCHAP(t, info.TargetIQN, portal, "node1", "secret-0123456")
-	dev, err := filepath.EvalSymlinks("/dev/disk/by-path/ip-" + portal + "-iscsi-" + info.TargetIQN + "-lun-" + strconv.Itoa(id))
-	if err != nil {
-		t.Fatalf("no disk for LUN %d: %v", id, err)
-	}
+	dev := diskByPath(t, "/dev/disk/by-path/ip-"+portal+"-iscsi-"+info.TargetIQN+"-lun-"+strconv.Itoa(id))
 	disk := filepath.Join("/sys/block", filepath.Base(dev))
 	if serial := readTrim(t, filepath.Join(disk, "device", "vpd_pg80")); !strings.HasSuffix(serial, lun.Serial) {
 		t.Fatalf("VPD page 0x80 %q, want the LUN's serial %s", serial, lun.Serial)
@@ -134,6 +131,27 @@ func loginWithCHAP(t *testing.T, target, portal, user, secret string) []string {
 	run(t, "iscsiadm", append(node, "-l")...)
 	run(t, "udevadm", "settle")
 	return node
+}
+
+// diskByPath waits for udev's by-path link of a LUN and returns the disk
+// it names. iscsiadm's login returns before the kernel's scan has added
+// the disk, so a `udevadm settle` right after it can find udev's queue
+// empty and return before the link exists (seen once under load: the disk
+// attached a second after the login, the link was not there yet).
+func diskByPath(t *testing.T, link string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		dev, err := filepath.EvalSymlinks(link)
+		if err == nil {
+			return dev
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no disk at %s after 30 s: %v", link, err)
+		}
+		run(t, "udevadm", "settle")
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func initiatorName(t testing.TB) string {
