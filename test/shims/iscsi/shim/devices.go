@@ -186,7 +186,7 @@ func (e *Env) rescanDevice(s *Session, d *Device) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(e.deviceDir(s, d.LUN), "block", d.Loop, "size"), []byte(sectors+"\n"), 0o644)
+	return replaceAttr(filepath.Join(e.deviceDir(s, d.LUN), "block", d.Loop, "size"), sectors+"\n")
 }
 
 // ontapWWID is the NAA-6 identifier ONTAP gives a LUN, as multipath shows
@@ -315,6 +315,19 @@ func writeFiles(dir string, files map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// replaceAttr gives an existing attribute file new content, as a reader of
+// sysfs sees it change: at once, whole. An in-place rewrite would let a
+// reader find it empty between the truncate and the write (a node/iscsi
+// test read a size of "" so, once, during a rescan); the kernel builds an
+// attribute's content at each read.
+func replaceAttr(path, content string) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new")
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // relLink makes link point to target with a relative path, as sysfs does.

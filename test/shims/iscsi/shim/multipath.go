@@ -117,7 +117,7 @@ func (e *Env) resizeMap(m *Map) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(e.mapDir(m), "size"), []byte(sectors+"\n"), 0o644)
+	return replaceAttr(filepath.Join(e.mapDir(m), "size"), sectors+"\n")
 }
 
 // multipathMain emulates `multipath -f <map>`, the only form the node uses.
