@@ -36,7 +36,7 @@ func (c *Client) Detach(ctx context.Context, t Target) error {
 			return fmt.Errorf("%w: %s (LUN %d of %s) is still open or mounted", ErrDeviceInUse, l.busy, l.t.LUN, l.t.IQN)
 		}
 		l.t.log(ctx).WithField("device", l.busy).Debug("a path of the LUN is in use after its maps were flushed; looking for a map that came late")
-		if err := sleep(ctx, flushRetryDelay); err != nil {
+		if err := sleep(ctx, refusedRetryDelay); err != nil {
 			return err
 		}
 	}

@@ -177,7 +177,7 @@ func TestResizeRescansPathsThenMap(t *testing.T) {
 
 // A resize multipathd refuses (seen on the real kernel right after the
 // paths' rescans) is asked again; a map that grew meanwhile by itself is
-// done without another; one refused every time fails after resizeAttempts.
+// done without another; one refused every time fails after refusedAttempts.
 func TestResizeRetriesARefusedMapResize(t *testing.T) {
 	const grown = 3 << 30
 	for _, tc := range []struct {
@@ -188,8 +188,8 @@ func TestResizeRetriesARefusedMapResize(t *testing.T) {
 		wantErr    bool
 	}{
 		{"refused twice", 2, false, 3, false},
-		{"grew while refusing", resizeAttempts, true, 1, false},
-		{"refused always", resizeAttempts, false, resizeAttempts, true},
+		{"grew while refusing", refusedAttempts, true, 1, false},
+		{"refused always", refusedAttempts, false, refusedAttempts, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeSys(t)
@@ -306,7 +306,7 @@ func TestDetachFindsMapsOfAnyWWIDForm(t *testing.T) {
 
 // A map refused as in use while nothing holds it (udev probing a map
 // multipathd just made, seen on the real kernel) is flushed on a later
-// try; one refused every time fails the detach after flushAttempts.
+// try; one refused every time fails the detach after refusedAttempts.
 func TestDetachRetriesAFlushRefusedWithNothingHolding(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -314,7 +314,7 @@ func TestDetachRetriesAFlushRefusedWithNothingHolding(t *testing.T) {
 		wantErr bool
 	}{
 		{"refused twice", 2, false},
-		{"refused always", flushAttempts, true},
+		{"refused always", refusedAttempts, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeSys(t)
@@ -345,7 +345,7 @@ func TestDetachRetriesAFlushRefusedWithNothingHolding(t *testing.T) {
 			}
 			want := tc.refuse + 1
 			if tc.wantErr {
-				want = flushAttempts
+				want = refusedAttempts
 			}
 			if n := ex.called("multipath -f 3600a0980" + hexSerial(testSerial)); n != want {
 				t.Fatalf("%d flushes, want %d\n%s", n, want, ex.log())

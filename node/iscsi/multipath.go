@@ -221,11 +221,13 @@ func (c *Client) verifyMap(m dmMap, serial string) ([]string, error) {
 	return slaves, nil
 }
 
-// flushAttempts and flushRetryDelay bound flushMap's retries of a map
-// refused as in use while nothing holds it.
+// refusedAttempts and refusedRetryDelay bound how often a multipath tool
+// that refuses while udev and multipathd are still settling is asked
+// again: a flush of a map refused as in use while nothing holds it
+// (flushMap), a map resize refused right after the rescans (resizeMap).
 const (
-	flushAttempts   = 5
-	flushRetryDelay = 500 * time.Millisecond
+	refusedAttempts   = 5
+	refusedRetryDelay = 500 * time.Millisecond
 )
 
 // flushMap removes a multipath map (multipath -f). A map that is gone
@@ -266,14 +268,14 @@ func (c *Client) flushMap(ctx context.Context, m dmMap) error {
 		if attempt == 1 {
 			c.stopQueueingIfDead(ctx, m)
 		}
-		if attempt == flushAttempts || ctx.Err() != nil {
+		if attempt == refusedAttempts || ctx.Err() != nil {
 			return fmt.Errorf("flush multipath map %s: %w", m.mapName, toolErr(err))
 		}
 		log.WithError(toolErr(err)).Info("multipath map refused its flush with nothing holding it; trying again")
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("flush multipath map %s: %w", m.mapName, toolErr(err))
-		case <-time.After(flushRetryDelay):
+		case <-time.After(refusedRetryDelay):
 		}
 	}
 	if err := c.waitGone(ctx, dir); err != nil {
@@ -282,13 +284,6 @@ func (c *Client) flushMap(ctx context.Context, m dmMap) error {
 	log.Info("flushed multipath map")
 	return nil
 }
-
-// resizeAttempts bounds how often a refused `multipathd resize map` is
-// tried again, resizeRetryDelay apart.
-const (
-	resizeAttempts   = 5
-	resizeRetryDelay = 500 * time.Millisecond
-)
 
 // resizeMap makes a map take its paths' new size, and waits until it has at
 // least want bytes.
@@ -315,12 +310,12 @@ func (c *Client) resizeMap(ctx context.Context, m dmMap, want int64) (int64, err
 		if serr == nil && size >= want {
 			return size, nil
 		}
-		if errors.Is(serr, os.ErrNotExist) || attempt == resizeAttempts {
+		if errors.Is(serr, os.ErrNotExist) || attempt == refusedAttempts {
 			return 0, err
 		}
 		logrus.WithContext(ctx).WithFields(logrus.Fields{"map": m.mapName, "device": m.name}).WithError(err).
 			Info("multipathd refused to resize the map; trying again")
-		if serr := sleep(ctx, resizeRetryDelay); serr != nil {
+		if serr := sleep(ctx, refusedRetryDelay); serr != nil {
 			return 0, err
 		}
 	}

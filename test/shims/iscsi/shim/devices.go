@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ontap-csi/ontap-csi/internal/atomicfile"
 )
 
 // This file is the emulated kernel: what a SCSI scan, a rescan or a device
@@ -323,11 +325,7 @@ func writeFiles(dir string, files map[string]string) error {
 // test read a size of "" so, once, during a rescan); the kernel builds an
 // attribute's content at each read.
 func replaceAttr(path, content string) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new")
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, "."+filepath.Base(path)+".new-*", []byte(content), 0o644, false)
 }
 
 // relLink makes link point to target with a relative path, as sysfs does.
