@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X github.com/ontap-csi/ontap-csi/server.Version=$(VERSION) -X 
 BIN := bin/ontap-csi
 IMAGE ?= ontap-csi:$(VERSION)
 
-.PHONY: all build test lane-vm lane-e2e unit fuzz kubelet e2e vm vm-bin lint tools render bench demo image clean
+.PHONY: all build test lane-unit lane-fuzz lane-vm lane-e2e unit fuzz kubelet e2e vm vm-bin lint tools render bench demo image clean
 
 
 all: build
@@ -22,30 +22,36 @@ lint:
 	$(GO) vet ./...
 
 # The whole suite. Tests need root (loop devices, mounts, network namespaces).
-# After the unit tests, two lanes run side by side: `make fuzz`, the VM
-# suite, then the demo (what it shows is asserted); the cluster e2e, then
-# the kubelet suites. (With fuzz and the sampling made cheaper, the VM lane
-# ended 145 s before the other, which the demo's minute now fills.) Most
-# of the VM suite, the cluster e2e and the kubelet suites is waiting (the
-# guest's and kubelet's timers, rollouts), and the lanes share nothing
-# but the CPU: side by side they take about as long as the longer one
-# (docs/e2e.md). Fuzz and the demo ran before both lanes; each in a lane,
-# they are off the path CI waits on by as much as the lanes are apart. Each target's output is printed whole when it ends. When a
-# lane fails, the failures are printed again at the very end (the other
-# lane's whole output would otherwise bury them), from a copy of the output
-# kept in bin/e2e-vm.log.
-test: lint tools build unit
-	@set -o pipefail; $(MAKE) --no-print-directory -j2 --output-sync=target lane-vm lane-e2e 2>&1 | tee bin/e2e-vm.log || { \
-		echo "=== make test: a lane failed; what failed (all of it in bin/e2e-vm.log):"; \
-		grep -n -e '--- FAIL' -e '^FAIL' -e 'Error [0-9]' bin/e2e-vm.log | head -n 40; \
-		echo "=== the first failures, each with the 25 lines before it:"; \
-		grep -n -B25 -A2 -e '--- FAIL' -e '^FAIL' -e 'Error [0-9]' bin/e2e-vm.log | head -n 150; exit 1; }
+# Two phases, each of two lanes side by side. First the unit tests beside
+# `make fuzz`: the unit tests mostly wait (test/sanity on the simulator's
+# latency) and left a third of the two CPUs idle, which the fuzzing (one
+# worker) takes instead of running first in the VM lane. Then the VM suite
+# and the demo beside the cluster e2e and the kubelet suites. Most of those
+# are waiting too (the guest's and kubelet's timers, rollouts), and the
+# lanes share nothing but the CPU: side by side they take about as long as
+# the longer one (docs/e2e.md). Each target's output is printed whole when
+# it ends. When a lane fails, the failures are printed again at the very
+# end of its phase (the other lane's whole output would otherwise bury
+# them), from a copy of the output kept in bin/<phase>.log.
+test: lint tools build
+	@$(call lanes,unit,lane-unit lane-fuzz)
+	@$(call lanes,e2e-vm,lane-vm lane-e2e)
 
-# The two lanes of `make test`. Each step prints how long it took, so a run's
+# lanes runs make targets $(2) side by side, output in bin/$(1).log.
+lanes = set -o pipefail; $(MAKE) --no-print-directory -j2 --output-sync=target $(2) 2>&1 | tee bin/$(1).log || { \
+	echo "=== make test: a lane failed; what failed (all of it in bin/$(1).log):"; \
+	grep -n -e '--- FAIL' -e '^FAIL' -e 'Error [0-9]' bin/$(1).log | head -n 40; \
+	echo "=== the first failures, each with the 25 lines before it:"; \
+	grep -n -B25 -A2 -e '--- FAIL' -e '^FAIL' -e 'Error [0-9]' bin/$(1).log | head -n 150; exit 1; }
+
+# The lanes of `make test`. Each step prints how long it took, so a run's
 # log shows which lane CI waited on (docs/e2e.md keeps the figures).
 timed = s=$$(date +%s); $(MAKE) --no-print-directory $(1); rc=$$?; echo "== make $(1): $$rc after $$(( $$(date +%s) - s )) s"; exit $$rc
-lane-vm:
+lane-unit:
+	@$(call timed,unit)
+lane-fuzz:
 	@$(call timed,fuzz)
+lane-vm:
 	@$(call timed,vm)
 	@$(call timed,demo)
 lane-e2e:
