@@ -185,7 +185,7 @@ func TestGuest(t *testing.T) {
 	fmt.Fprintf(&summary, "boot %s, whole run %s\n", res.Boot.Round(time.Second), res.Elapsed.Round(time.Second))
 	for i, s := range steps {
 		r := res.Steps[i]
-		fmt.Fprintf(&summary, "  %-14s %s exit %d\n", s.Name, r.Elapsed.Round(time.Second), r.ExitCode)
+		fmt.Fprintf(&summary, "  %-14s %-6s exit %d  %s\n", s.Name, r.Elapsed.Round(time.Second), r.ExitCode, r.CPU)
 		t.Run(s.Name, func(t *testing.T) {
 			if !r.Ran {
 				t.Fatalf("the step did not run to its end\n%s", tail(r.Output, 20000))

@@ -151,6 +151,18 @@ if [ -s /host/in/env ]; then
 	mapfile -d '' envs </host/in/env
 	for kv in "${envs[@]}"; do export "$kv"; done
 fi
+# cpu_ticks prints the guest's CPU use so far, in clock ticks: busy (all
+# CPUs), busy and idle, and what this init's reaped children used, which is
+# a step's processes (the test binary, the plugins it started, mkfs...)
+# apart from the daemons. A step's "cpu" file has it before and after, so
+# the host can tell a step that waits from one the emulated CPUs hold up.
+cpu_ticks() {
+	local _ u n s i w q sq st rest
+	read -r _ u n s i w q sq st rest </proc/stat
+	local stat=$(</proc/$$/stat)
+	local f=(${stat##*) })
+	echo "$((u + n + s + q + sq + st)) $((u + n + s + q + sq + st + i + w)) $((f[13] + f[14]))"
+}
 cd /tmp
 rc=0
 for dir in /host/in/steps/*/; do
@@ -158,6 +170,7 @@ for dir in /host/in/steps/*/; do
 	out=/host/out/steps/$name
 	mkdir -p "$out"
 	say "step $name"
+	cpu0=$(cpu_ticks)
 	start=$EPOCHREALTIME
 	(
 		export ONTAP_CSI_VM_OUT=$out
@@ -170,6 +183,7 @@ for dir in /host/in/steps/*/; do
 	) >"$out/output.log" 2>&1 </dev/null
 	step=$?
 	echo "$step $start $EPOCHREALTIME" >"$out/result"
+	echo "$cpu0 $(cpu_ticks)" >"$out/cpu"
 	dmesg -c >"$out/dmesg.log" 2>&1
 	if [ -n "${trace:-}" ]; then
 		for f in $trace/*.log; do

@@ -74,6 +74,25 @@ type StepResult struct {
 	Output   string
 	OutDir   string // its files; removed when the test ends
 	Elapsed  time.Duration
+	CPU      GuestCPU
+}
+
+// GuestCPU is what the guest's CPUs did during a step (init.sh's "cpu"
+// file): whether the step waited or the emulated CPUs held it up.
+type GuestCPU struct {
+	Busy  time.Duration // all CPUs' busy time
+	Total time.Duration // all CPUs' time: Elapsed times their number
+	Step  time.Duration // of Busy, the step's own processes
+}
+
+// String is "62% busy (step 90s, daemons and kernel 40s)", or "" when the
+// step left no figures.
+func (c GuestCPU) String() string {
+	if c.Total <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d%% busy (step %s, daemons and kernel %s)", 100*c.Busy/c.Total,
+		c.Step.Round(time.Second), (c.Busy - c.Step).Round(time.Second))
 }
 
 // Available fails the test unless the VM can run here: root (9p shares of
@@ -365,7 +384,24 @@ func readStep(dir, name string) StepResult {
 		r.Ran = true
 		r.Elapsed = time.Duration((end - start) * float64(time.Second))
 	}
+	r.CPU = readGuestCPU(filepath.Join(dir, "cpu"))
 	return r
+}
+
+// readGuestCPU reads a step's "cpu" file: init.sh's clock ticks (busy,
+// total, the step's processes) before and after it.
+func readGuestCPU(file string) GuestCPU {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return GuestCPU{}
+	}
+	var t [6]int64
+	if n, _ := fmt.Sscanf(string(b), "%d %d %d %d %d %d", &t[0], &t[1], &t[2], &t[3], &t[4], &t[5]); n != 6 {
+		return GuestCPU{}
+	}
+	// USER_HZ is 100 on Linux/amd64.
+	tick := func(d int64) time.Duration { return time.Duration(d) * 10 * time.Millisecond }
+	return GuestCPU{Busy: tick(t[3] - t[0]), Total: tick(t[4] - t[1]), Step: tick(t[5] - t[2])}
 }
 
 // console is the serial console so far, then the init's own log.
