@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -218,11 +219,25 @@ func checkGoTest(t *testing.T, r StepResult) {
 		t.Fatalf("exit %d\n%s%s", r.ExitCode, tail(r.Output, 60000), stepLogs(r))
 	}
 	for _, line := range strings.Split(r.Output, "\n") {
-		if strings.HasPrefix(line, "--- PASS") || strings.HasPrefix(line, "--- SKIP") || testLogLine.MatchString(line) {
+		if strings.HasPrefix(line, "--- PASS") || strings.HasPrefix(line, "--- SKIP") || testLogLine.MatchString(line) || slowSubtest(line) {
 			t.Log(strings.TrimSpace(line))
 		}
 	}
 }
+
+// slowSubtest reports whether line is a first-level subtest's result
+// ("    --- PASS: TestX/y (12.34s)") that took 5 s or more: where a step's
+// time went, for the steps whose time varies from run to run.
+func slowSubtest(line string) bool {
+	m := subtestResult.FindStringSubmatch(line)
+	if m == nil {
+		return false
+	}
+	secs, err := strconv.ParseFloat(m[1], 64)
+	return err == nil && secs >= 5
+}
+
+var subtestResult = regexp.MustCompile(`^    --- (?:PASS|FAIL): \S+ \(([0-9.]+)s\)$`)
 
 // testLogLine is a test's own t.Log line in `go test -v` output.
 var testLogLine = regexp.MustCompile(`^\s+[a-z0-9_]+_test\.go:\d+: `)
