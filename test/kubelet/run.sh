@@ -6,6 +6,11 @@
 # every scenario with a shorter S4 wait and 20 rolling updates in S11.
 #
 #   ONTAP_CSI_BINARY=bin/ontap-csi test/kubelet/run.sh
+#
+#   KUBELET_MODULES  the version modules to run, default ". k8s-1.29 k8s-1.19"
+#                    (make test runs v1.37.2 in one lane, the older two in
+#                    the other); the harness's own tests run with "."
+#   KUBELET_PARALLEL scenarios at once per module, default 4
 set -euo pipefail
 cd "$(dirname "$0")"
 : "${ONTAP_CSI_BINARY:?set ONTAP_CSI_BINARY to the binary under test}"
@@ -18,8 +23,18 @@ go=${GO:-go}
 # 233 s alone.
 parallel=${KUBELET_PARALLEL:-4}
 
-echo "== test/kubelet/harness"
-(cd harness && $go vet ./... && $go test -count=1 ./...)
+read -r -a modules <<<"${KUBELET_MODULES:-. k8s-1.29 k8s-1.19}"
+for m in "${modules[@]}"; do
+	case $m in
+	. | k8s-1.29 | k8s-1.19) ;;
+	*) echo "KUBELET_MODULES: no module $m (., k8s-1.29, k8s-1.19)" >&2; exit 2 ;;
+	esac
+done
+
+if [[ " ${modules[*]} " == *" . "* ]]; then
+	echo "== test/kubelet/harness"
+	(cd harness && $go vet ./... && $go test -count=1 ./...)
+fi
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
@@ -30,12 +45,16 @@ run() { # module, extra args
 	(cd "$m" && $go vet ./... && $go test -count=1 -timeout 30m -parallel "$parallel" ./... "$@") >"$logs/${m//\//_}.log" 2>&1 &
 	pids[$m]=$!
 }
-run . # v1.37.2
-run k8s-1.29 -args -s4-wait=15s -s11-updates=20
-run k8s-1.19 -args -s4-wait=15s -s11-updates=20
+for m in "${modules[@]}"; do
+	if [ "$m" = . ]; then
+		run . # v1.37.2, in full
+	else
+		run "$m" -args -s4-wait=15s -s11-updates=20
+	fi
+done
 
 failed=0
-for m in . k8s-1.29 k8s-1.19; do
+for m in "${modules[@]}"; do
 	if wait "${pids[$m]}"; then status=ok; else status=FAIL; failed=1; fi
 	echo "== test/kubelet/$m: $status"
 	if [ $status = FAIL ]; then cat "$logs/${m//\//_}.log"; else grep -E '^(ok|---)' "$logs/${m//\//_}.log" || true; fi
