@@ -27,10 +27,9 @@ lint:
 # latency) and left a third of the two CPUs idle, which the fuzzing (one
 # worker) takes instead of running first in the VM lane. Then the VM suite
 # and the demo beside the cluster e2e, with the kubelet suites split
-# between the two (below). Most of those
-# are waiting too (the guest's and kubelet's timers, rollouts), and the
-# lanes share nothing but the CPU: side by side they take about as long as
-# the longer one (docs/e2e.md). Each target's output is printed whole when
+# between the two (below). Most of those are waiting too (the guest's and
+# kubelet's timers, rollouts), and the lanes share nothing but the CPU:
+# side by side they take about as long as the longer one (docs/e2e.md). Each target's output is printed whole when
 # it ends. When a lane fails, the failures are printed again at the very
 # end of its phase (the other lane's whole output would otherwise bury
 # them), from a copy of the output kept in bin/<phase>.log.
@@ -54,8 +53,8 @@ lane-fuzz:
 	@$(call timed,fuzz)
 # The kubelet suites are split between the lanes: v1.37.2's (about 155 s,
 # its S11 the longest scenario) after the cluster e2e, the two older ones
-# (about 95 s side by side) after the VM suite; together after the cluster
-# e2e they made that lane 175 s longer than the other.
+# (about 110 s side by side) after the VM suite; together after the
+# cluster e2e they made that lane 175 s longer than the other.
 lane-vm:
 	@$(call timed,vm)
 	@$(call timed,demo)
