@@ -272,10 +272,8 @@ func (c *Client) flushMap(ctx context.Context, m dmMap) error {
 			return fmt.Errorf("flush multipath map %s: %w", m.mapName, toolErr(err))
 		}
 		log.WithError(toolErr(err)).Info("multipath map refused its flush with nothing holding it; trying again")
-		select {
-		case <-ctx.Done():
+		if sleep(ctx, refusedRetryDelay) != nil {
 			return fmt.Errorf("flush multipath map %s: %w", m.mapName, toolErr(err))
-		case <-time.After(refusedRetryDelay):
 		}
 	}
 	if err := c.waitGone(ctx, dir); err != nil {

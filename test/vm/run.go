@@ -81,7 +81,7 @@ type StepResult struct {
 // file): whether the step waited or the emulated CPUs held it up.
 type GuestCPU struct {
 	Busy  time.Duration // all CPUs' busy time
-	Total time.Duration // all CPUs' time: Elapsed times their number
+	Total time.Duration // all CPUs' accounted time: at most Elapsed times their number (TCG loses ticks)
 	Step  time.Duration // of Busy, the step's own processes
 }
 
