@@ -86,7 +86,10 @@ type Config struct {
 	// (iscsi.Config.DeadPathGrace).
 	ISCSIDeadPathGrace time.Duration
 	// MaxISCSIOperations caps concurrent iSCSI attach, detach and resize
-	// (Trident: 5 concurrent iSCSI stages). Excess callers wait.
+	// (Trident: 5 concurrent iSCSI stages, 10 unstages). Excess callers
+	// wait. Detaches share the cap: ten of them at once did not end a
+	// pod's stop sooner where it was measured (docs/benchmarks.md, *iSCSI
+	// detaches under a cap of their own*).
 	MaxISCSIOperations int
 	// MaxNFSMounts caps concurrent NFS mounts (Trident: 10).
 	MaxNFSMounts int

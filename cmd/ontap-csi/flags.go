@@ -188,7 +188,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.sysRoot, "sys-root", "/sys", "where /sys is (tests point it elsewhere)")
 	fs.DurationVar(&o.iscsiDeviceTimeout, "iscsi-device-timeout", node.DefaultISCSIDeviceTimeout, "how long iSCSI attach, detach and resize wait for the kernel")
 	fs.DurationVar(&o.iscsiDeadGrace, "iscsi-dead-path-grace", node.DefaultISCSIDeadPathGrace, "how long an unstage lets a LUN with no usable path queue I/O for a path to come back before it fails the I/O")
-	fs.IntVar(&o.maxISCSIOperations, "max-iscsi-operations", node.DefaultMaxISCSIOperations, "concurrent iSCSI attach, detach and resize (Trident: 5)")
+	fs.IntVar(&o.maxISCSIOperations, "max-iscsi-operations", node.DefaultMaxISCSIOperations, "concurrent iSCSI attach, detach and resize (Trident: 5 iSCSI stages and 10 unstages at once)")
 	fs.IntVar(&o.maxNFSMounts, "max-nfs-mounts", node.DefaultMaxNFSMounts, "concurrent NFS mounts (Trident: 10)")
 	fs.IntVar(&o.maxFormats, "max-formats", node.DefaultMaxFormats, "concurrent mkfs runs")
 	fs.StringVar(&o.initiatorName, "iscsi-initiator-name", "", "the node's iSCSI initiator name (default: read from <host-root>/etc/iscsi/initiatorname.iscsi)")
