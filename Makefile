@@ -29,10 +29,11 @@ lint:
 # and the demo beside the cluster e2e, with the kubelet suites split
 # between the two (below). Most of those are waiting too (the guest's and
 # kubelet's timers, rollouts), and the lanes share nothing but the CPU:
-# side by side they take about as long as the longer one (docs/e2e.md). Each target's output is printed whole when
-# it ends. When a lane fails, the failures are printed again at the very
-# end of its phase (the other lane's whole output would otherwise bury
-# them), from a copy of the output kept in bin/<phase>.log.
+# side by side they take about as long as the longer one (docs/e2e.md).
+# Each target's output is printed whole when it ends. When a lane fails,
+# the failures are printed again at the very end of its phase (the other
+# lane's whole output would otherwise bury them), from a copy of the
+# output kept in bin/<phase>.log.
 test: lint tools build
 	@$(call lanes,unit,lane-unit lane-fuzz)
 	@$(call lanes,e2e-vm,lane-vm lane-e2e)

@@ -23,12 +23,13 @@ go=${GO:-go}
 # 233 s alone.
 parallel=${KUBELET_PARALLEL:-4}
 
-read -r -a modules <<<"${KUBELET_MODULES:-. k8s-1.29 k8s-1.19}"
+known=". k8s-1.29 k8s-1.19"
+read -r -a modules <<<"${KUBELET_MODULES:-$known}"
 for m in "${modules[@]}"; do
-	case $m in
-	. | k8s-1.29 | k8s-1.19) ;;
-	*) echo "KUBELET_MODULES: no module $m (., k8s-1.29, k8s-1.19)" >&2; exit 2 ;;
-	esac
+	if [[ " $known " != *" $m "* ]]; then
+		echo "KUBELET_MODULES: no module $m (one of: $known)" >&2
+		exit 2
+	fi
 done
 
 if [[ " ${modules[*]} " == *" . "* ]]; then
